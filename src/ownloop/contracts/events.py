@@ -1,0 +1,326 @@
+"""Trace events: one typed record per transition of a run, discriminated by ``kind``.
+
+Every event carries the run id, a sequence number (1, 2, 3… without gaps) and a timestamp. Payloads
+hold what explains the transition (counters, reasons, sizes), bounded and redacted before they are
+built; never hidden reasoning.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ownloop.contracts._base import Identifier, JsonValue, Record
+from ownloop.contracts.limits import Limits, Usage
+from ownloop.contracts.model import TokenUsage
+from ownloop.contracts.status import RunStatus, StopReason, Versions
+from ownloop.contracts.tools import ReceiptEffect, ReceiptStatus
+
+__all__ = [
+    "BudgetExhausted",
+    "CompletionRejected",
+    "EventBase",
+    "ModelFailed",
+    "ModelRequested",
+    "ModelResponded",
+    "ObservationAdded",
+    "OutputTruncated",
+    "RetryScheduled",
+    "RunFinished",
+    "RunStarted",
+    "ToolFinished",
+    "ToolProposed",
+    "ToolRejected",
+    "ToolStarted",
+    "TraceEvent",
+]
+
+
+class EventBase(Record):
+    """Fields every trace event has.
+
+    Attributes:
+        run_id: The run.
+        seq: The event's position in the run's trace, from 1, without gaps.
+        at: When it happened (UTC).
+    """
+
+    run_id: Identifier
+    seq: int = Field(ge=1)
+    at: datetime
+
+
+class RunStarted(EventBase):
+    """A run began: what it runs with.
+
+    Attributes:
+        task_chars: Length of the task.
+        actor_id: Who the run acts for, if an actor was given.
+        tools: The tools registered for the run.
+        limits: The run's budgets.
+        versions: The versions producing the run.
+    """
+
+    kind: Literal["run_started"] = "run_started"
+    task_chars: int = Field(ge=0)
+    actor_id: Identifier | None = None
+    tools: tuple[str, ...] = ()
+    limits: Limits
+    versions: Versions
+
+
+class ModelRequested(EventBase):
+    """A model call is about to start.
+
+    Attributes:
+        step: The step.
+        attempt: The attempt number of this step's call, from 1.
+        messages: How many messages the request carries.
+        request_chars: Total characters of the request's messages.
+        tools: How many tools were offered.
+    """
+
+    kind: Literal["model_requested"] = "model_requested"
+    step: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    messages: int = Field(ge=0)
+    request_chars: int = Field(ge=0)
+    tools: int = Field(ge=0)
+
+
+class ModelResponded(EventBase):
+    """A model call returned a response.
+
+    Attributes:
+        step: The step.
+        attempt: The attempt that succeeded.
+        decision: ``final``, ``tool_calls``, ``stop`` or ``empty``.
+        tool_calls: The names of proposed tools, in order.
+        stop_reason: The model's explicit stop reason, if any.
+        usage: Tokens this response used.
+        model: The model the provider reported.
+        provider_request_id: The provider's request id.
+        duration_s: How long the call took.
+    """
+
+    kind: Literal["model_responded"] = "model_responded"
+    step: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    decision: Literal["final", "tool_calls", "stop", "empty"]
+    tool_calls: tuple[str, ...] = ()
+    stop_reason: str | None = None
+    usage: TokenUsage = TokenUsage()
+    model: str | None = None
+    provider_request_id: str | None = None
+    duration_s: float = Field(ge=0)
+
+
+class ModelFailed(EventBase):
+    """A model call failed.
+
+    Attributes:
+        step: The step.
+        attempt: The attempt that failed.
+        error: The error's type, category, status and message (no credentials).
+        retryable: Whether it is worth retrying.
+    """
+
+    kind: Literal["model_failed"] = "model_failed"
+    step: int = Field(ge=1)
+    attempt: int = Field(ge=1)
+    error: dict[str, JsonValue]
+    retryable: bool
+
+
+class RetryScheduled(EventBase):
+    """A failed model or tool call will be tried again after a delay.
+
+    Attributes:
+        target: ``model`` or ``tool``.
+        call_id: The tool call, when the target is a tool.
+        next_attempt: The number the next attempt will have (per call).
+        delay_s: Seconds the runtime waits first.
+        reason: What failed.
+    """
+
+    kind: Literal["retry_scheduled"] = "retry_scheduled"
+    target: Literal["model", "tool"]
+    call_id: str | None = None
+    next_attempt: int = Field(ge=2)
+    delay_s: float = Field(ge=0)
+    reason: str
+
+
+class ToolProposed(EventBase):
+    """The model proposed a tool call.
+
+    Attributes:
+        step: The step.
+        call_id: The call's id.
+        tool: The proposed tool name.
+        arguments: The raw arguments, bounded and redacted.
+    """
+
+    kind: Literal["tool_proposed"] = "tool_proposed"
+    step: int = Field(ge=1)
+    call_id: str
+    tool: str
+    arguments: JsonValue = None
+
+
+class ToolRejected(EventBase):
+    """A proposed call was refused before its handler ran.
+
+    Attributes:
+        call_id: The call.
+        tool: The proposed tool name.
+        code: ``unknown_tool``, ``invalid_arguments`` or another short code.
+        reason: What was wrong, as shown to the model.
+    """
+
+    kind: Literal["tool_rejected"] = "tool_rejected"
+    call_id: str
+    tool: str
+    code: str
+    reason: str
+
+
+class ToolStarted(EventBase):
+    """A tool handler is about to run.
+
+    Attributes:
+        call_id: The call.
+        tool: The tool.
+        attempt: The attempt number for this call, from 1.
+    """
+
+    kind: Literal["tool_started"] = "tool_started"
+    call_id: str
+    tool: str
+    attempt: int = Field(ge=1)
+
+
+class ToolFinished(EventBase):
+    """A tool attempt ended, with its receipt's status and effect.
+
+    Attributes:
+        call_id: The call.
+        tool: The tool.
+        attempt: The attempt that ended.
+        status: The receipt's status.
+        effect: The receipt's effect.
+        duration_s: How long the attempt took.
+        message: A short explanation for non-ok receipts.
+    """
+
+    kind: Literal["tool_finished"] = "tool_finished"
+    call_id: str
+    tool: str
+    attempt: int = Field(ge=1)
+    status: ReceiptStatus
+    effect: ReceiptEffect
+    duration_s: float = Field(ge=0)
+    message: str | None = None
+
+
+class ObservationAdded(EventBase):
+    """An observation was added to the conversation.
+
+    Attributes:
+        call_id: The call it answers, or ``None`` for runtime feedback.
+        source: ``tool``, ``rejection``, ``completion`` or another origin.
+        chars: Characters added.
+        original_chars: Characters before truncation.
+        truncated: Whether the observation was cut to its bound.
+    """
+
+    kind: Literal["observation_added"] = "observation_added"
+    call_id: str | None = None
+    source: str
+    chars: int = Field(ge=0)
+    original_chars: int = Field(ge=0)
+    truncated: bool
+
+
+class CompletionRejected(EventBase):
+    """A final answer failed a completion check.
+
+    Attributes:
+        validator: The check that rejected it.
+        reason: Why.
+        rejections: Rejections so far in the run.
+    """
+
+    kind: Literal["completion_rejected"] = "completion_rejected"
+    validator: str
+    reason: str
+    rejections: int = Field(ge=1)
+
+
+class OutputTruncated(EventBase):
+    """The final answer was longer than allowed and was cut, with a marker.
+
+    Attributes:
+        original_chars: The answer's length.
+        chars: The length kept.
+    """
+
+    kind: Literal["output_truncated"] = "output_truncated"
+    original_chars: int = Field(ge=0)
+    chars: int = Field(ge=0)
+
+
+class BudgetExhausted(EventBase):
+    """A budget ran out.
+
+    Attributes:
+        budget: The `Limits` field that ran out (or ``deadline_s``).
+        limit: Its value.
+        observed: What the run had used when checked.
+        checkpoint: Where the check was made (``before_model_call``, ``before_tool_call``…).
+    """
+
+    kind: Literal["budget_exhausted"] = "budget_exhausted"
+    budget: str
+    limit: float
+    observed: float
+    checkpoint: str
+
+
+class RunFinished(EventBase):
+    """The run ended (or paused): the terminal state and final counters.
+
+    Attributes:
+        status: The run's status.
+        stop_reason: The exact cause.
+        detail: A readable explanation.
+        usage: The final counters.
+    """
+
+    kind: Literal["run_finished"] = "run_finished"
+    status: RunStatus
+    stop_reason: StopReason
+    detail: str
+    usage: Usage
+
+
+TraceEvent = Annotated[
+    RunStarted
+    | ModelRequested
+    | ModelResponded
+    | ModelFailed
+    | RetryScheduled
+    | ToolProposed
+    | ToolRejected
+    | ToolStarted
+    | ToolFinished
+    | ObservationAdded
+    | CompletionRejected
+    | OutputTruncated
+    | BudgetExhausted
+    | RunFinished,
+    Field(discriminator="kind"),
+]
+"""Any trace event, discriminated by ``kind``."""

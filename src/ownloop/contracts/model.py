@@ -1,0 +1,88 @@
+"""The model port's request and response: provider-neutral, bounded, JSON-ready."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ownloop.contracts._base import Identifier, JsonValue, NonNegativeInt, Record
+from ownloop.contracts.messages import Message
+from ownloop.contracts.tools import ToolCall, ToolSpec
+
+__all__ = ["ModelRequest", "ModelResponse", "ModelSettings", "TokenUsage"]
+
+
+class ModelSettings(Record):
+    """Sampling settings passed through to the provider when set.
+
+    Attributes:
+        temperature: Sampling temperature.
+        max_output_tokens: The most tokens one response may use.
+        parallel_tool_calls: Whether the model may propose several calls in one turn.
+    """
+
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    parallel_tool_calls: bool | None = None
+
+
+class TokenUsage(Record):
+    """Tokens one model response used, as the provider reported them.
+
+    Attributes:
+        input_tokens: Tokens read, including cached ones.
+        output_tokens: Tokens written, including reasoning ones.
+        reasoning_tokens: Of the output, tokens spent on hidden reasoning.
+        cached_tokens: Of the input, tokens served from the provider's cache.
+    """
+
+    input_tokens: NonNegativeInt = 0
+    output_tokens: NonNegativeInt = 0
+    reasoning_tokens: NonNegativeInt = 0
+    cached_tokens: NonNegativeInt = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.input_tokens + self.output_tokens
+
+
+class ModelRequest(Record):
+    """What the loop asks a model port for one step.
+
+    Attributes:
+        run_id: The run this request belongs to.
+        step: The step number, from 1.
+        attempt: The attempt number of this step's model call, from 1.
+        messages: The bounded conversation so far.
+        tools: The tools this actor may use now.
+        settings: Sampling settings.
+    """
+
+    run_id: Identifier
+    step: int = Field(ge=1)
+    attempt: int = Field(default=1, ge=1)
+    messages: tuple[Message, ...]
+    tools: tuple[ToolSpec, ...] = ()
+    settings: ModelSettings = ModelSettings()
+
+
+class ModelResponse(Record):
+    """What a model proposed: a final answer, tool calls, or an explicit stop.
+
+    Attributes:
+        final_output: The model's answer, when it gives one.
+        tool_calls: Tool calls it proposes, in order.
+        stop_reason: An explicit stop (for example ``"INSUFFICIENT_EVIDENCE"``).
+        usage: Tokens used.
+        model: The model name the provider reported.
+        provider_request_id: The provider's request id, for support and audit.
+        provider_items: Opaque items to echo back on the next turn (never decoded).
+    """
+
+    final_output: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    stop_reason: str | None = Field(default=None, max_length=512)
+    usage: TokenUsage = TokenUsage()
+    model: str | None = Field(default=None, max_length=256)
+    provider_request_id: Identifier | None = None
+    provider_items: tuple[JsonValue, ...] = ()

@@ -1,0 +1,58 @@
+"""Test-wide guards: no test reaches the network, and no test may ask a real model.
+
+Loopback stays open, so tests can start and call local servers (preferred to mocking our code).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+# Read by the runtime: a real model adapter refuses to send requests while this is "0".
+os.environ.setdefault("OWNLOOP_ALLOW_MODEL_REQUESTS", "0")
+
+
+def _is_loopback(address: Any) -> bool:
+    if not isinstance(address, tuple):  # AF_UNIX paths (str or bytes) never leave the machine
+        return True
+    host = str(address[0]).split("%", 1)[0]  # drop an IPv6 scope id such as "%lo"
+    if host == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:  # a host name other than localhost would need DNS: not loopback
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _block_network() -> Iterator[None]:
+    real_connect = socket.socket.connect
+    real_connect_ex = socket.socket.connect_ex
+
+    def _check(sock: socket.socket, address: Any) -> None:
+        if not _is_loopback(address):
+            # Close first: callers such as socket.create_connection only clean up after OSError,
+            # and a leaked socket would surface later as an unrelated ResourceWarning.
+            sock.close()
+            raise RuntimeError(f"tests must not reach the network: {address!r}")
+
+    def connect(self: socket.socket, address: Any) -> None:
+        _check(self, address)
+        real_connect(self, address)
+
+    def connect_ex(self: socket.socket, address: Any) -> int:
+        _check(self, address)
+        return real_connect_ex(self, address)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(socket.socket, "connect", connect)
+        patch.setattr(socket.socket, "connect_ex", connect_ex)
+        yield
