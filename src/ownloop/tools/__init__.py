@@ -1,0 +1,30 @@
+"""Tools: declare Python functions as tools with strict schemas, validate calls, invoke them.
+
+This package turns typed, documented functions into tools a model can propose, checks every
+proposal against the tool's schema without ever raising for bad model input, and calls the
+function with a trusted `ToolContext`. It does not authorize, approve, retry or trace: the runtime
+does, using what this package returns. It imports only Pydantic, the standard library,
+`ownloop.contracts` and `ownloop.exceptions`.
+"""
+
+from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
+from ownloop.tools._context import Sensitive, ToolContext
+from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
+from ownloop.tools._registry import ToolRegistry
+from ownloop.tools._schema import STRICT_KEYWORDS
+from ownloop.tools._serialize import render_observation, to_jsonable
+from ownloop.tools._tool import RegisteredTool
+
+__all__ = [
+    "DEFAULT_MAX_ARGUMENT_BYTES",
+    "STRICT_KEYWORDS",
+    "RegisteredTool",
+    "RejectionCode",
+    "Sensitive",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolRejection",
+    "ValidatedCall",
+    "render_observation",
+    "to_jsonable",
+]

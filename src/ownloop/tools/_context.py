@@ -1,0 +1,78 @@
+"""What the runtime hands a tool besides its arguments, and the marker for secret parameters.
+
+`ToolContext` is trusted data about the call (run, attempt, actor, deadline); it is injected by the
+runtime and never appears in a tool's schema, so a model can neither see nor forge it. `Sensitive`
+only marks a parameter; it changes neither the schema nor validation. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ownloop.contracts import Actor
+
+__all__ = ["Sensitive", "ToolContext"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Trusted facts about one tool call, injected into any parameter annotated `ToolContext`.
+
+    Declare a parameter ``ctx: ToolContext`` (any name) and the runtime passes the context
+    there; the parameter never appears in the schema the model sees.
+
+    Attributes:
+        run_id: The run the call belongs to.
+        call_id: The tool call id (the provider's, or one the adapter made up).
+        tool: The name of the tool being called.
+        attempt: Which attempt this is, starting at 1; a retry of a transient failure counts up.
+        actor: The authenticated identity the run acts for, if the application passed one.
+        idempotency_key: The key a write must send to its backend so a repeat is harmless.
+        deadline: When the run's time is up (timezone-aware, UTC), if it has a deadline.
+        revision: The state revision the call runs against, when the application tracks one.
+    """
+
+    run_id: str
+    """The run the call belongs to."""
+
+    call_id: str
+    """The tool call id (the provider's, or one the adapter made up)."""
+
+    tool: str
+    """The name of the tool being called."""
+
+    attempt: int = 1
+    """Which attempt this is, starting at 1."""
+
+    actor: Actor | None = None
+    """The authenticated identity the run acts for, if the application passed one."""
+
+    idempotency_key: str | None = None
+    """The key a write must send to its backend so that a repeated attempt is harmless."""
+
+    deadline: datetime | None = None
+    """When the run's time is up (timezone-aware, UTC), if the run has a deadline."""
+
+    revision: str | None = None
+    """The state revision the call runs against, when the application tracks one."""
+
+    def seconds_left(self, now: datetime | None = None) -> float | None:
+        """Return the seconds until `deadline` (never negative), or ``None`` without a deadline.
+
+        Args:
+            now: The current time; defaults to the clock, in UTC.
+        """
+        if self.deadline is None:
+            return None
+        current = now if now is not None else datetime.now(UTC)
+        return max(0.0, (self.deadline - current).total_seconds())
+
+
+@dataclass(frozen=True, slots=True)
+class Sensitive:
+    """Marks a parameter whose value must never be traced: ``Annotated[str, Sensitive()]``.
+
+    The parameter's name is recorded in `ToolSpec.sensitive`; the schema and validation are
+    unchanged. Only top-level parameters are recorded.
+    """

@@ -1,0 +1,235 @@
+"""One registered tool: its spec, its function, argument validation and invocation.
+
+`build_tool` is where a function becomes a tool (signature, docstring, schema, spec); every problem
+is a `ToolDefinitionError` at that moment, never at call time. `RegisteredTool.validate` never
+raises for bad model input, and `RegisteredTool.invoke` lets the function's exceptions propagate
+unchanged: classifying them (transient, unknown effect, error) is the runtime's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import inspect
+import json
+import re
+from collections.abc import Callable
+from typing import Any, cast
+
+from pydantic import BaseModel, ValidationError
+
+from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, ToolCall, ToolSpec
+from ownloop.tools._arguments import (
+    DEFAULT_MAX_ARGUMENT_BYTES,
+    ArgumentProblem,
+    describe_validation_error,
+    load_arguments,
+    restore_defaults,
+)
+from ownloop.tools._context import ToolContext
+from ownloop.tools._docstrings import parse_docstring
+from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
+from ownloop.tools._schema import plain_schema, strict_schema
+from ownloop.tools._serialize import to_jsonable
+from ownloop.tools._signature import (
+    ArgumentsModel,
+    FunctionShape,
+    analyse_function,
+    build_arguments_model,
+    definition_error,
+)
+
+__all__ = ["RegisteredTool", "build_tool"]
+
+_NAME = re.compile(TOOL_NAME_PATTERN)
+
+
+class RegisteredTool:
+    """A function registered as a tool, with the spec the model sees.
+
+    Attributes:
+        spec: The tool's declaration (name, description, schema, effect, limits).
+        function: The original function, unchanged.
+        is_async: Whether the function is a coroutine function.
+    """
+
+    __slots__ = ("_arguments", "_shape", "function", "is_async", "spec")
+
+    def __init__(
+        self,
+        spec: ToolSpec,
+        function: Callable[..., Any],
+        *,
+        shape: FunctionShape,
+        arguments: ArgumentsModel,
+    ) -> None:
+        self.spec = spec
+        self.function = function
+        self.is_async = shape.is_async
+        self._shape = shape
+        self._arguments = arguments
+
+    @property
+    def name(self) -> str:
+        """The tool's name (``spec.name``)."""
+        return self.spec.name
+
+    @property
+    def parameter_names(self) -> tuple[str, ...]:
+        """The names of the parameters the model fills in (context parameters excluded)."""
+        return tuple(parameter.name for parameter in self._shape.parameters)
+
+    def validate(
+        self, call: ToolCall, *, max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES
+    ) -> ValidatedCall | ToolRejection:
+        """Validate a proposed call's arguments against this tool; never raises for bad input.
+
+        Args:
+            call: The proposal (its name is not checked here; the registry does that).
+            max_argument_bytes: The cap on the raw arguments' UTF-8 JSON text.
+
+        Returns:
+            The validated call, with defaults restored, or a rejection explaining what to fix.
+        """
+        loaded = load_arguments(
+            call.arguments,
+            tool=self.name,
+            parameters=self.parameter_names,
+            max_bytes=max_argument_bytes,
+        )
+        if isinstance(loaded, ArgumentProblem):
+            return self._reject(call, loaded.code, loaded.message)
+        schema = self._arguments.schema
+        try:
+            restore_defaults(loaded, schema, schema.get("$defs", {}))
+            instance = self._arguments.model.model_validate(
+                loaded, extra="forbid" if self.spec.strict else None
+            )
+        except ValidationError as error:
+            message = describe_validation_error(
+                error,
+                tool=self.name,
+                parameters=self.parameter_names,
+                sensitive=self.spec.sensitive,
+            )
+            return self._reject(call, "invalid_arguments", message)
+        except RecursionError:
+            message = f"Arguments for tool {self.name!r} are nested too deeply."
+            return self._reject(call, "invalid_arguments", message)
+        arguments = {p.name: getattr(instance, p.field) for p in self._shape.parameters}
+        canonical = _canonical(instance, arguments)
+        return ValidatedCall(
+            call=call,
+            tool=self,
+            arguments=arguments,
+            canonical=canonical,
+            digest=_digest(self.name, canonical),
+        )
+
+    async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
+        """Call the function with validated arguments, injecting ``context``.
+
+        A sync function is called directly, unless the tool has a timeout: then it runs in a
+        worker thread (``asyncio.to_thread``) under ``asyncio.wait_for``. A timed-out thread
+        cannot be stopped and keeps running in the background.
+
+        Args:
+            arguments: ``ValidatedCall.arguments``.
+            context: The trusted context, passed to every `ToolContext` parameter.
+
+        Raises:
+            TimeoutError: The call took longer than ``spec.timeout_s``.
+        """
+        kwargs = dict(arguments)
+        kwargs.update(dict.fromkeys(self._shape.context_names, context))
+        timeout = self.spec.timeout_s
+        if self.is_async:
+            return await asyncio.wait_for(self.function(**kwargs), timeout)
+        if timeout is None:
+            return self.function(**kwargs)
+        return await asyncio.wait_for(asyncio.to_thread(self.function, **kwargs), timeout)
+
+    def _reject(self, call: ToolCall, code: RejectionCode, message: str) -> ToolRejection:
+        return ToolRejection(call_id=call.id, tool=call.name, code=code, message=message)
+
+    def __repr__(self) -> str:
+        spec = self.spec
+        return (
+            f"RegisteredTool(name={spec.name!r}, effect={spec.effect!r}, "
+            f"parameters={list(self.parameter_names)!r}, is_async={self.is_async}, "
+            f"strict={spec.strict})"
+        )
+
+
+def build_tool(
+    function: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    effect: Effect = "read",
+    requires_approval: bool = False,
+    timeout_s: float | None = None,
+    max_output_chars: int | None = None,
+    idempotent: bool = False,
+    strict: bool = True,
+) -> RegisteredTool:
+    """Turn ``function`` into a `RegisteredTool`; the options are those of `ToolRegistry.tool`.
+
+    Raises:
+        ToolDefinitionError: The name, the signature, a type or an option cannot make a tool.
+    """
+    shape = analyse_function(function)
+    tool_name = name if name is not None else getattr(function, "__name__", None)
+    if not isinstance(tool_name, str) or not _NAME.fullmatch(tool_name):
+        raise definition_error(
+            shape.label,
+            None,
+            f"the name {tool_name!r} does not match {TOOL_NAME_PATTERN}; pass name=...",
+        )
+    docstring = parse_docstring(inspect.getdoc(function))
+    arguments = build_arguments_model(shape, docstring.params)
+    schema = (
+        strict_schema(arguments.schema, shape.label) if strict else plain_schema(arguments.schema)
+    )
+    try:
+        spec = ToolSpec(
+            name=tool_name,
+            description=docstring.summary if description is None else description,
+            parameters=schema,
+            strict=strict,
+            effect=effect,
+            requires_approval=requires_approval,
+            idempotent=idempotent,
+            timeout_s=timeout_s,
+            max_output_chars=max_output_chars,
+            sensitive=tuple(p.name for p in shape.parameters if p.sensitive),
+        )
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}"
+            for detail in error.errors(include_url=False)
+        )
+        raise definition_error(shape.label, None, f"has invalid options ({problems})") from error
+    return RegisteredTool(spec, function, shape=shape, arguments=arguments)
+
+
+def _canonical(instance: BaseModel, arguments: dict[str, Any]) -> dict[str, JsonValue]:
+    """Dump validated arguments as JSON with every object's keys sorted."""
+    try:
+        dumped: Any = instance.model_dump(mode="json", by_alias=True, warnings=False)
+    except Exception:  # a default Pydantic cannot serialise: fall back to the lenient converter
+        dumped = to_jsonable(arguments)
+    return cast("dict[str, JsonValue]", _sort_keys(dumped))
+
+
+def _sort_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sort_keys(value[key]) for key in sorted(value)}
+    if isinstance(value, list):
+        return [_sort_keys(item) for item in value]
+    return value
+
+
+def _digest(tool: str, canonical: dict[str, JsonValue]) -> str:
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(f"{tool}:{text}".encode("utf-8", "surrogatepass")).hexdigest()
