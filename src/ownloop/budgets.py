@@ -1,0 +1,180 @@
+"""Budget checks as data: compare `Usage` with `Limits` at a named point, and say what ran out.
+
+Each check returns ``None`` while the run may go on, or a `BudgetBreach` naming the budget, its
+limit, the value observed, where it was checked and the stop reason it implies. Nothing here keeps
+state or does I/O; the loop decides what to do with a breach.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ownloop.contracts import Limits, StopReason, Usage
+
+__all__ = [
+    "BudgetBreach",
+    "Checkpoint",
+    "check_before_model_attempt",
+    "check_before_model_call",
+    "check_before_tool_attempt",
+    "check_before_tool_call",
+    "check_deadline",
+    "check_tokens",
+]
+
+Checkpoint = Literal[
+    "before_model_call",
+    "before_model_attempt",
+    "before_retry",
+    "before_tool_call",
+    "before_tool_attempt",
+    "after_usage",
+]
+"""The named points at which the loop checks its budgets."""
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetBreach:
+    """A budget that ran out.
+
+    Attributes:
+        budget: The `Limits` field that ran out.
+        limit: Its value.
+        observed: What the run had used when checked.
+        checkpoint: Where the check was made.
+        stop_reason: The stop reason this breach ends the run with.
+    """
+
+    budget: str
+    limit: float
+    observed: float
+    checkpoint: Checkpoint
+    stop_reason: StopReason
+
+    def describe(self) -> str:
+        """Return a sentence naming the budget, its limit and what was observed."""
+        return (
+            f"budget {self.budget} exhausted {self.checkpoint.replace('_', ' ')}: "
+            f"limit {self.limit:g}, observed {self.observed:g}"
+        )
+
+
+def _reached(
+    budget: str, limit: float, observed: float, checkpoint: Checkpoint, reason: StopReason
+) -> BudgetBreach | None:
+    """Return a breach when ``observed`` has reached ``limit``, else ``None``."""
+    return BudgetBreach(budget, limit, observed, checkpoint, reason) if observed >= limit else None
+
+
+def check_deadline(limits: Limits, elapsed_s: float, checkpoint: Checkpoint) -> BudgetBreach | None:
+    """Check the run's wall-clock deadline.
+
+    Args:
+        limits: The run's budgets.
+        elapsed_s: Seconds since the run started, including any wait about to begin.
+        checkpoint: Where the check is made.
+
+    Returns:
+        A breach when the elapsed time has reached the deadline, else ``None``.
+    """
+    return _reached("deadline_s", limits.deadline_s, elapsed_s, checkpoint, StopReason.DEADLINE)
+
+
+def check_tokens(limits: Limits, usage: Usage, checkpoint: Checkpoint) -> BudgetBreach | None:
+    """Check the run's token budget.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+        checkpoint: Where the check is made.
+
+    Returns:
+        A breach when the tokens used reach the limit, else ``None``.
+    """
+    return _reached(
+        "max_total_tokens",
+        limits.max_total_tokens,
+        usage.total_tokens,
+        checkpoint,
+        StopReason.MAX_TOTAL_TOKENS,
+    )
+
+
+def check_before_model_call(limits: Limits, usage: Usage) -> BudgetBreach | None:
+    """Check that another model turn (step) may start.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+
+    Returns:
+        The first breach among steps and tokens, else ``None``.
+    """
+    steps = _reached(
+        "max_steps", limits.max_steps, usage.steps, "before_model_call", StopReason.MAX_STEPS
+    )
+    return steps or check_tokens(limits, usage, "before_model_call")
+
+
+def check_before_model_attempt(
+    limits: Limits, usage: Usage, checkpoint: Checkpoint = "before_model_attempt"
+) -> BudgetBreach | None:
+    """Check the shared model-attempt budget before a first attempt or a retry.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+        checkpoint: ``before_model_attempt`` or ``before_retry``.
+
+    Returns:
+        A breach when no model attempt remains, else ``None``.
+    """
+    return _reached(
+        "max_model_attempts",
+        limits.max_model_attempts,
+        usage.model_attempts,
+        checkpoint,
+        StopReason.MAX_MODEL_ATTEMPTS,
+    )
+
+
+def check_before_tool_call(limits: Limits, usage: Usage) -> BudgetBreach | None:
+    """Check that another proposed tool call may be admitted.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+
+    Returns:
+        A breach when no tool call remains, else ``None``.
+    """
+    return _reached(
+        "max_tool_calls",
+        limits.max_tool_calls,
+        usage.tool_calls,
+        "before_tool_call",
+        StopReason.MAX_TOOL_CALLS,
+    )
+
+
+def check_before_tool_attempt(
+    limits: Limits, usage: Usage, checkpoint: Checkpoint = "before_tool_attempt"
+) -> BudgetBreach | None:
+    """Check the shared tool-attempt budget before a first attempt or a retry.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+        checkpoint: ``before_tool_attempt`` or ``before_retry``.
+
+    Returns:
+        A breach when no tool attempt remains, else ``None``.
+    """
+    return _reached(
+        "max_tool_attempts",
+        limits.max_tool_attempts,
+        usage.tool_attempts,
+        checkpoint,
+        StopReason.MAX_TOOL_ATTEMPTS,
+    )

@@ -1,0 +1,304 @@
+"""The loop core: decides every next action of a run as data, and does no I/O.
+
+`run_loop` is a generator. It yields effects (`CallModel`, `InvokeTool`, `Sleep`) and receives
+their outcomes; it returns the `RunResult`. Every budget is checked at a named point, every
+transition is a trace event, and every way the run can end names its `StopReason`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+from ownloop.budgets import (
+    check_before_model_attempt,
+    check_before_model_call,
+    check_deadline,
+    check_tokens,
+)
+from ownloop.contracts import (
+    AssistantMessage,
+    BudgetExhausted,
+    CompletionRejected,
+    ModelFailed,
+    ModelRequest,
+    ModelRequested,
+    ModelResponded,
+    ModelResponse,
+    OutputTruncated,
+    RetryScheduled,
+    RunFinished,
+    RunResult,
+    RunStarted,
+    RunStatus,
+    StopReason,
+)
+from ownloop.exceptions import ProviderError, UnexpectedModelCall
+from ownloop.loop._finish import RunEnded, end, end_for_budget
+from ownloop.loop._observe import add_feedback, truncate
+from ownloop.loop.config import LoopConfig
+from ownloop.loop.effects import CallModel, Effect, Failure, Outcome, Sleep
+from ownloop.loop.state import RunState
+from ownloop.loop.tool_step import run_tool_call
+from ownloop.redaction import bound_value
+from ownloop.retry import GiveUp, is_transient_model_error, retry_after_hint
+from ownloop.validators import Reject
+
+__all__ = ["LoopGenerator", "run_loop"]
+
+LoopGenerator = Generator[Effect, Outcome, RunResult]
+"""The core's type: yields effects, receives outcomes, returns the result."""
+
+
+def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
+    """Run the loop until it ends, yielding every effect for a driver to perform.
+
+    Args:
+        config: The run's fixed configuration.
+        state: The run's state, with the task already in its messages.
+
+    Returns:
+        The run's result, whatever way it ended.
+    """
+    state.trace.emit(
+        RunStarted,
+        task_chars=len(state.task),
+        actor_id=state.actor.id if state.actor else None,
+        tools=config.registry.names(),
+        limits=config.limits,
+        versions=config.versions,
+    )
+    try:
+        while True:
+            yield from _model_turn(config, state)
+    except RunEnded as ended:
+        return _finish(config, state, ended)
+
+
+def _elapsed(config: LoopConfig, state: RunState) -> float:
+    return config.clock.monotonic() - state.started_at
+
+
+def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
+    limits = config.limits
+    end_for_budget(check_before_model_call(limits, state.usage))
+    end_for_budget(check_deadline(limits, _elapsed(config, state), "before_model_call"))
+    state.count(steps=1)
+    request = ModelRequest(
+        run_id=state.run_id,
+        step=state.usage.steps,
+        messages=tuple(state.messages),
+        tools=tuple(config.registry.specs()),
+        settings=config.settings,
+    )
+    response = yield from _ask_model(config, state, request)
+    if response.stop_reason is not None:
+        end(
+            RunStatus.STOPPED,
+            StopReason.EXPLICIT_STOP,
+            f"the model stopped explicitly: {response.stop_reason}",
+        )
+    if response.tool_calls:
+        end_for_budget(check_tokens(limits, state.usage, "after_usage"))
+        for call in response.tool_calls:
+            yield from run_tool_call(config, state, call)
+        return
+    if response.final_output is None:
+        end(
+            RunStatus.FAILED,
+            StopReason.MODEL_ERROR,
+            "the model returned neither a final answer, tool calls nor an explicit stop",
+        )
+    _complete(config, state, response.final_output)
+
+
+def _ask_model(
+    config: LoopConfig, state: RunState, request: ModelRequest
+) -> Generator[Effect, Outcome, ModelResponse]:
+    limits = config.limits
+    attempt = 1
+    while True:
+        end_for_budget(check_before_model_attempt(limits, state.usage))
+        state.count(model_attempts=1)
+        if attempt > 1:
+            request = request.model_copy(update={"attempt": attempt})
+        state.trace.emit(
+            ModelRequested,
+            step=request.step,
+            attempt=attempt,
+            messages=len(request.messages),
+            request_chars=sum(len(getattr(m, "content", None) or "") for m in request.messages),
+            tools=len(request.tools),
+        )
+        started = config.clock.monotonic()
+        outcome = yield CallModel(request, max(limits.deadline_s - _elapsed(config, state), 0.0))
+        if isinstance(outcome, ModelResponse):
+            _record_response(config, state, request, outcome, config.clock.monotonic() - started)
+            return outcome
+        error = outcome.error if isinstance(outcome, Failure) else TypeError(repr(outcome))
+        yield from _retry_model(config, state, request.step, attempt, error)
+        attempt += 1
+
+
+def _retry_model(
+    config: LoopConfig, state: RunState, step: int, attempt: int, error: BaseException
+) -> Generator[Effect, Outcome, None]:
+    if isinstance(error, UnexpectedModelCall):
+        raise error  # a test script ran out: the test is wrong, not the run
+    transient = is_transient_model_error(error)
+    state.trace.emit(
+        ModelFailed, step=step, attempt=attempt, error=_describe(error), retryable=transient
+    )
+    if not transient:
+        end(RunStatus.FAILED, StopReason.MODEL_ERROR, f"model call failed: {_message(error)}")
+    if attempt > config.limits.max_retries_per_call:
+        end(
+            RunStatus.FAILED,
+            StopReason.MODEL_ERROR,
+            f"model call failed after {attempt} attempts: {_message(error)}",
+        )
+    decision = config.retry.next_wait(attempt, retry_after_hint(error))
+    if isinstance(decision, GiveUp):
+        end(RunStatus.FAILED, StopReason.MODEL_ERROR, f"model call not retried: {decision.reason}")
+    end_for_budget(check_before_model_attempt(config.limits, state.usage, "before_retry"))
+    end_for_budget(
+        check_deadline(config.limits, _elapsed(config, state) + decision.seconds, "before_retry")
+    )
+    state.trace.emit(
+        RetryScheduled,
+        target="model",
+        next_attempt=attempt + 1,
+        delay_s=decision.seconds,
+        reason=_message(error),
+    )
+    yield Sleep(decision.seconds)
+
+
+def _record_response(
+    config: LoopConfig,
+    state: RunState,
+    request: ModelRequest,
+    response: ModelResponse,
+    duration_s: float,
+) -> None:
+    usage = response.usage
+    state.count(
+        model_requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+    )
+    if response.stop_reason is not None:
+        decision = "stop"
+    elif response.tool_calls:
+        decision = "tool_calls"
+    elif response.final_output is not None:
+        decision = "final"
+    else:
+        decision = "empty"
+    state.trace.emit(
+        ModelResponded,
+        step=request.step,
+        attempt=request.attempt,
+        decision=decision,
+        tool_calls=tuple(call.name for call in response.tool_calls),
+        stop_reason=response.stop_reason,
+        usage=usage,
+        model=response.model,
+        provider_request_id=response.provider_request_id,
+        duration_s=max(duration_s, 0.0),
+    )
+    state.messages.append(
+        AssistantMessage(
+            content=response.final_output,
+            tool_calls=response.tool_calls,
+            provider_items=response.provider_items,
+        )
+    )
+
+
+def _complete(config: LoopConfig, state: RunState, output: str) -> None:
+    limits = config.limits
+    if state.pending:
+        end(
+            RunStatus.UNRESOLVED,
+            StopReason.UNRESOLVED_EFFECT,
+            f"a final answer is blocked by {len(state.pending)} write(s) whose effect is unknown",
+        )
+    if config.validator is not None:
+        verdict = config.validator(output, tuple(state.evidence.values()))
+        if isinstance(verdict, Reject):
+            _reject(config, state, verdict)
+            return
+    final, cut = truncate(output, limits.max_output_chars)
+    if cut:
+        state.trace.emit(OutputTruncated, original_chars=len(output), chars=len(final))
+    state.output = final
+    end(RunStatus.COMPLETED, StopReason.FINAL_OUTPUT, "the final answer passed every check")
+
+
+def _reject(config: LoopConfig, state: RunState, verdict: Reject) -> None:
+    state.count(completion_rejections=1)
+    rejections = state.usage.completion_rejections
+    state.trace.emit(
+        CompletionRejected,
+        validator=verdict.validator or "validator",
+        reason=verdict.reason,
+        rejections=rejections,
+    )
+    if rejections > config.limits.max_completion_rejections:
+        end(
+            RunStatus.FAILED,
+            StopReason.COMPLETION_REJECTED,
+            f"the final answer was rejected {rejections} time(s); last: {verdict.reason}",
+        )
+    add_feedback(
+        state,
+        content=f"Your final answer was not accepted: {verdict.reason}. Revise it, using only "
+        "evidence returned by tools in this run.",
+        max_chars=config.limits.max_observation_chars,
+        source="completion",
+    )
+
+
+def _message(error: BaseException) -> str:
+    text = error.message if isinstance(error, ProviderError) else str(error)
+    return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
+
+
+def _describe(error: BaseException) -> dict[str, Any]:
+    if isinstance(error, ProviderError):
+        described: dict[str, Any] = bound_value(error.describe())
+        return described
+    return {"type": type(error).__name__, "message": bound_value(str(error))}
+
+
+def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:
+    if ended.breach is not None:
+        breach = ended.breach
+        state.trace.emit(
+            BudgetExhausted,
+            budget=breach.budget,
+            limit=breach.limit,
+            observed=breach.observed,
+            checkpoint=breach.checkpoint,
+        )
+    state.trace.emit(
+        RunFinished,
+        status=ended.status,
+        stop_reason=ended.reason,
+        detail=ended.detail[:4096],
+        usage=state.usage,
+    )
+    return RunResult(
+        run_id=state.run_id,
+        status=ended.status,
+        stop_reason=ended.reason,
+        detail=ended.detail[:4096],
+        output=state.output,
+        usage=state.usage,
+        limits=config.limits,
+        messages=tuple(state.messages),
+        trace=state.trace.events,
+        evidence=tuple(state.evidence.values()),
+        receipts=tuple(state.receipts),
+        pending=tuple(state.pending),
+        versions=config.versions,
+    )

@@ -1,0 +1,132 @@
+"""The mutable state of one run, owned by the loop core while the run is active."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ownloop.contracts import (
+    Actor,
+    Evidence,
+    Message,
+    PendingOperation,
+    Receipt,
+    Usage,
+)
+from ownloop.tracing import TraceRecorder
+
+__all__ = ["RunState", "action_key", "collect_evidence"]
+
+
+@dataclass
+class RunState:
+    """Everything a run has done so far.
+
+    Attributes:
+        run_id: The run.
+        task: The task text.
+        actor: Who the run acts for.
+        started_at: The clock's monotonic reading when the run started.
+        trace: The run's event recorder.
+        usage: The counters.
+        messages: The conversation.
+        evidence: What tools returned that may be cited, by id, in first-seen order.
+        receipts: Every tool execution's receipt.
+        pending: Writes whose effect is unknown.
+        last_action: The key of the last proposed action, for repeat detection.
+        repeats: How many times in a row that action was proposed.
+        output: The final answer, once accepted.
+    """
+
+    run_id: str
+    task: str
+    actor: Actor | None
+    started_at: float
+    trace: TraceRecorder
+    usage: Usage = field(default_factory=Usage)
+    messages: list[Message] = field(default_factory=list)
+    evidence: dict[str, Evidence] = field(default_factory=dict)
+    receipts: list[Receipt] = field(default_factory=list)
+    pending: list[PendingOperation] = field(default_factory=list)
+    last_action: str | None = None
+    repeats: int = 0
+    output: str | None = None
+
+    def count(self, **increments: int) -> None:
+        """Add to the named usage counters."""
+        self.usage = self.usage.add(**increments)
+
+    def record_evidence(self, tool: str, call_id: str, data: Any) -> None:
+        """Add what a tool returned to the evidence ledger, merging repeated ids.
+
+        Args:
+            tool: The tool that returned it.
+            call_id: The call that returned it.
+            data: The JSON-ready result.
+        """
+        for item_id, title in collect_evidence(data):
+            known = self.evidence.get(item_id)
+            if known is None:
+                self.evidence[item_id] = Evidence(
+                    id=item_id, tool=tool, call_ids=(call_id,), title=title
+                )
+            elif call_id not in known.call_ids:
+                self.evidence[item_id] = known.model_copy(
+                    update={"call_ids": (*known.call_ids, call_id)}
+                )
+
+
+def _evidence_item(value: Any) -> tuple[str, str | None] | None:
+    if not isinstance(value, dict):
+        return None
+    item_id = value.get("id")
+    if not isinstance(item_id, str) or not 0 < len(item_id) <= 128:
+        return None
+    title = value.get("title")
+    return item_id, title[:512] if isinstance(title, str) else None
+
+
+def collect_evidence(data: Any) -> list[tuple[str, str | None]]:
+    """Find the identified items in a tool result.
+
+    An item is a mapping with a string ``id`` (and optionally a ``title``). The result itself, the
+    elements of a list result, and the elements of lists directly inside a mapping result count.
+
+    Args:
+        data: The JSON-ready tool result.
+
+    Returns:
+        ``(id, title)`` pairs in the order found.
+    """
+    found: list[tuple[str, str | None]] = []
+    candidates: list[Any] = [data]
+    if isinstance(data, list):
+        candidates = list(data)
+    elif isinstance(data, dict):
+        for value in data.values():
+            if isinstance(value, list):
+                candidates.extend(value)
+    for candidate in candidates:
+        item = _evidence_item(candidate)
+        if item is not None:
+            found.append(item)
+    return found
+
+
+def action_key(tool: str, arguments: Any) -> str:
+    """Return a canonical key for a proposed action: the tool and its arguments, key-sorted.
+
+    Args:
+        tool: The proposed tool name.
+        arguments: The raw arguments (a JSON string is parsed first when it is valid).
+
+    Returns:
+        A string equal for equal proposals, whatever their key order or spacing.
+    """
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except ValueError:
+            return f"{tool}|{arguments}"
+    return f"{tool}|{json.dumps(arguments, sort_keys=True, separators=(',', ':'), default=str)}"
