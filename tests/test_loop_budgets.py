@@ -4,7 +4,18 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ownloop import Agent, Limits, ModelResponse, RunStatus, StopReason, TokenUsage, ToolCall
+import pytest
+
+from ownloop import (
+    Agent,
+    InputRejected,
+    Limits,
+    ModelResponse,
+    RunStatus,
+    StopReason,
+    TokenUsage,
+    ToolCall,
+)
 from ownloop.testing import FakeClock, FunctionModel, ScriptedModel, final, tool_call
 from ownloop.tools import ToolRegistry
 from ownloop.validators import citations_observed
@@ -141,3 +152,44 @@ def test_completion_rejection_feeds_back_then_accepts() -> None:
     assert feedback.role == "user"
     assert "X-9" in feedback.content
     assert [event.kind for event in result.trace].count("completion_rejected") == 1
+
+
+def test_oversized_task_is_refused_before_any_model_call() -> None:
+    """A task longer than max_input_chars raises InputRejected naming the limit; no model call."""
+    model = ScriptedModel([])
+    agent = Agent(model, research_registry(), limits=Limits(max_input_chars=10))
+    with pytest.raises(InputRejected, match="max_input_chars=10"):
+        agent.run_sync("x" * 11)
+    assert model.requests == []
+    with pytest.raises(InputRejected, match="run_id"):
+        agent.run_sync("short", run_id="r" * 129)
+
+
+def test_evidence_ledger_merges_duplicates() -> None:
+    """An id returned by several calls is one evidence item listing every call, in order."""
+    model = ScriptedModel(
+        [
+            tool_call("search_documents", "s1", query="agent"),
+            tool_call("read_document", "r1", document_id="doc-agent-1"),
+            final("Agents act [doc-agent-1]."),
+        ]
+    )
+    result = Agent(model, research_registry()).run_sync("q")
+    assert len(result.evidence) == 1
+    item = result.evidence[0]
+    assert (item.id, item.tool, item.call_ids, item.title) == (
+        "doc-agent-1",
+        "search_documents",
+        ("s1", "r1"),
+        "doc-agent-1",
+    )
+
+
+def test_trace_sinks_receive_every_event_in_order() -> None:
+    """A trace sink sees exactly the result's trace, event by event, as it is recorded."""
+    seen: list[int] = []
+    model = ScriptedModel([tool_call("search_documents", query="agent"), final("done")])
+    agent = Agent(model, research_registry(), trace_sinks=[lambda event: seen.append(event.seq)])
+    result = agent.run_sync("q")
+    assert seen == [event.seq for event in result.trace]
+    assert len(seen) >= 8
