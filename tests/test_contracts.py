@@ -134,7 +134,9 @@ USAGE = Usage(
 TOKEN_USAGE = TokenUsage(
     input_tokens=1_000, output_tokens=200, reasoning_tokens=50, cached_tokens=400
 )
-SETTINGS = ModelSettings(temperature=0.2, max_output_tokens=512, parallel_tool_calls=False)
+SETTINGS = ModelSettings(
+    temperature=0.2, max_output_tokens=512, parallel_tool_calls=False, stream=True
+)
 SYSTEM_MESSAGE = SystemMessage(role="system", content="Cite what the tools return.")
 USER_MESSAGE = UserMessage(role="user", content="How should a safe agent be evaluated?")
 ASSISTANT_MESSAGE = AssistantMessage(
@@ -162,6 +164,7 @@ MODEL_RESPONSE = ModelResponse(
     model="gpt-test",
     provider_request_id="req_123",
     provider_items=({"type": "reasoning"},),
+    time_to_first_token_s=0.25,
 )
 VERSIONS = Versions(
     ownloop="0.1.0", python="3.11.7", sdk="1.99.0", model="gpt-test", policy_digest=DIGEST
@@ -197,6 +200,7 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "model": "gpt-test",
         "provider_request_id": "req_123",
         "duration_s": 0.75,
+        "time_to_first_token_s": 0.25,
     },
     {
         "kind": "model_failed",

@@ -68,6 +68,7 @@ class Agent:
         instructions: A system message sent first in every run.
         retry: The backoff policy for transient model and tool failures.
         settings: Sampling settings sent with every model request.
+        stream: Ask the model adapter to stream responses (sets ``settings.stream``).
         trace_sinks: Callables receiving every trace event as it is recorded.
 
     Raises:
@@ -85,6 +86,7 @@ class Agent:
         instructions: str | None = None,
         retry: RetryPolicy | None = None,
         settings: ModelSettings | None = None,
+        stream: bool = False,
         trace_sinks: Sequence[TraceSink] = (),
     ) -> None:
         if not callable(getattr(model, "respond", None)):
@@ -107,7 +109,9 @@ class Agent:
             retry=retry if retry is not None else RetryPolicy(),
             clock=clock if clock is not None else SystemClock(),
             instructions=instructions,
-            settings=settings if settings is not None else ModelSettings(),
+            settings=(settings or ModelSettings()).model_copy(update={"stream": True})
+            if stream
+            else (settings or ModelSettings()),
             versions=self._versions(validator),
         )
         self._sinks = tuple(trace_sinks)

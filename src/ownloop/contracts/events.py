@@ -103,6 +103,7 @@ class ModelResponded(EventBase):
         model: The model the provider reported.
         provider_request_id: The provider's request id.
         duration_s: How long the call took.
+        time_to_first_token_s: Seconds until the first streamed token, when streamed.
     """
 
     kind: Literal["model_responded"] = "model_responded"
@@ -115,6 +116,7 @@ class ModelResponded(EventBase):
     model: str | None = None
     provider_request_id: str | None = None
     duration_s: float = Field(ge=0)
+    time_to_first_token_s: float | None = Field(default=None, ge=0)
 
 
 class ModelFailed(EventBase):

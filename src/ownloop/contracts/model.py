@@ -18,11 +18,13 @@ class ModelSettings(Record):
         temperature: Sampling temperature.
         max_output_tokens: The most tokens one response may use.
         parallel_tool_calls: Whether the model may propose several calls in one turn.
+        stream: Whether the adapter should stream the response (server-sent events).
     """
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1)
     parallel_tool_calls: bool | None = None
+    stream: bool = False
 
 
 class TokenUsage(Record):
@@ -77,6 +79,7 @@ class ModelResponse(Record):
         model: The model name the provider reported.
         provider_request_id: The provider's request id, for support and audit.
         provider_items: Opaque items to echo back on the next turn (never decoded).
+        time_to_first_token_s: Seconds until the first streamed token arrived, when streamed.
     """
 
     final_output: str | None = None
@@ -86,3 +89,4 @@ class ModelResponse(Record):
     model: str | None = Field(default=None, max_length=256)
     provider_request_id: Identifier | None = None
     provider_items: tuple[JsonValue, ...] = ()
+    time_to_first_token_s: float | None = Field(default=None, ge=0)

@@ -204,6 +204,7 @@ def _record_response(
         model=response.model,
         provider_request_id=response.provider_request_id,
         duration_s=max(duration_s, 0.0),
+        time_to_first_token_s=response.time_to_first_token_s,
     )
     state.messages.append(
         AssistantMessage(

@@ -1,28 +1,23 @@
-"""The ``ownloop`` command line: the offline demo, and (later) runs, approvals and traces."""
+"""``ownloop demo``: the offline research demo, with a readable summary of the run."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
-from collections.abc import Sequence
 
-from ownloop._version import __version__
 from ownloop.contracts import Limits, RunResult
 from ownloop.demo.research import DEFAULT_QUESTION, build_agent, build_registry
-from ownloop.exceptions import OwnloopError
 from ownloop.tracing import format_trace
 
-__all__ = ["build_parser", "main"]
+__all__ = ["print_summary", "register", "run_demo"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser of the ``ownloop`` command."""
-    parser = argparse.ArgumentParser(
-        prog="ownloop", description="Bounded, auditable agent loops. Own the loop; adapt the model."
-    )
-    parser.add_argument("--version", action="version", version=f"ownloop {__version__}")
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``demo`` command.
+
+    Args:
+        commands: The ``ownloop`` command's subparsers.
+    """
     demo = commands.add_parser("demo", help="run the offline research demo (no key, no network)")
     demo.add_argument("--question", default=DEFAULT_QUESTION, help="the question to research")
     demo.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
@@ -34,10 +29,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument(
         "--schemas", action="store_true", help="print the demo tools' strict schemas and exit"
     )
-    return parser
+    demo.set_defaults(handler=run_demo)
 
 
-def _print_summary(result: RunResult) -> None:
+def print_summary(result: RunResult) -> None:
+    """Print a run's status, answer, counters, evidence and readable trace.
+
+    Args:
+        result: The run's result.
+    """
     usage = result.usage
     print(f"status:      {result.status.value} ({result.stop_reason.value})")
     print(f"detail:      {result.detail}")
@@ -52,7 +52,15 @@ def _print_summary(result: RunResult) -> None:
     print(format_trace(result.trace))
 
 
-def _run_demo(arguments: argparse.Namespace) -> int:
+def run_demo(arguments: argparse.Namespace) -> int:
+    """Run the demo as the parsed arguments say.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0 when the run completed, 1 otherwise.
+    """
     if arguments.schemas:
         specs = [spec.model_dump(mode="json") for spec in build_registry().specs()]
         print(json.dumps(specs, indent=2))
@@ -66,30 +74,5 @@ def _run_demo(arguments: argparse.Namespace) -> int:
     if arguments.json:
         print(result.model_dump_json(indent=2))
     else:
-        _print_summary(result)
+        print_summary(result)
     return 0 if result.status.value == "completed" else 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``ownloop`` command.
-
-    Args:
-        argv: The arguments (``sys.argv[1:]`` by default).
-
-    Returns:
-        The exit status: 0 on success, 1 when a run did not complete, 2 on a usage error.
-    """
-    parser = build_parser()
-    arguments = parser.parse_args(argv)
-    try:
-        if arguments.command == "demo":
-            return _run_demo(arguments)
-    except OwnloopError as error:
-        print(f"ownloop: {error}", file=sys.stderr)
-        return 2
-    parser.print_help()
-    return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
