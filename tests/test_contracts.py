@@ -26,6 +26,7 @@ from ownloop.contracts import (
     ModelSettings,
     PendingOperation,
     Receipt,
+    ResumeState,
     RunResult,
     RunStatus,
     StopReason,
@@ -96,7 +97,12 @@ APPROVAL_REQUEST = ApprovalRequest(
     requested_at=AT,
 )
 APPROVAL = Approval(
-    request_id="apr-1", approved=True, approver="manager-7", reason="order checked", decided_at=AT
+    request_id="apr-1",
+    digest=DIGEST,
+    approved=True,
+    approver="manager-7",
+    reason="order checked",
+    decided_at=AT,
 )
 PENDING = PendingOperation(
     call_id="call_3",
@@ -272,6 +278,42 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "usage": USAGE,
     },
 ]
+EVENT_PAYLOADS += [
+    {
+        "kind": "tool_denied",
+        "call_id": "call_3",
+        "tool": "refund_order",
+        "reason": "requires role 'manager'",
+        "rule": "require_role('manager')",
+    },
+    {
+        "kind": "approval_requested",
+        "request_id": "apr-1",
+        "call_id": "call_3",
+        "tool": "refund_order",
+        "digest": DIGEST,
+        "revision": "rev-7",
+        "reason": "refunds need a human",
+    },
+    {
+        "kind": "approval_decided",
+        "request_id": "apr-1",
+        "call_id": "call_3",
+        "approved": True,
+        "approver": "manager-7",
+        "reason": "order checked",
+        "source": "supplied",
+    },
+    {"kind": "run_resumed", "approvals": 1, "elapsed_s": 4.5},
+    {"kind": "revision_audited", "call_id": "call_3", "tool": "refund_order", "revision": "rev-8"},
+    {
+        "kind": "effect_reconciled",
+        "call_id": "call_3",
+        "tool": "refund_order",
+        "outcome": "confirmed",
+    },
+]
+
 EVENTS = [
     EVENTS_ADAPTER.validate_python({"run_id": "run-1", "seq": seq, "at": AT, **payload})
     for seq, payload in enumerate(EVENT_PAYLOADS, start=1)
@@ -291,7 +333,27 @@ RUN_RESULT = RunResult(
     receipts=(RECEIPT,),
     pending=(PENDING,),
     approval_requests=(APPROVAL_REQUEST,),
+    approvals=(APPROVAL,),
     versions=VERSIONS,
+    resume=None,
+)
+RESUME_STATE = ResumeState(
+    schema_version=1,
+    task="Refund order 42",
+    actor=ACTOR,
+    queue=(TOOL_CALL,),
+    admitted_call_id="call_3",
+    last_action="refund_order|{}",
+    repeats=1,
+    elapsed_s=4.5,
+    approvals=(APPROVAL,),
+)
+PAUSED_RESULT = RUN_RESULT.model_copy(
+    update={
+        "status": RunStatus.PAUSED,
+        "stop_reason": StopReason.APPROVAL_REQUIRED,
+        "resume": RESUME_STATE,
+    }
 )
 
 SAMPLES: list[BaseModel] = [
@@ -316,7 +378,8 @@ SAMPLES: list[BaseModel] = [
     VERSIONS,
     EVENT_BASE,
     *EVENTS,
-    RUN_RESULT,
+    RESUME_STATE,
+    PAUSED_RESULT,
 ]
 
 

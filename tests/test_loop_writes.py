@@ -6,7 +6,10 @@ from collections import Counter
 
 from ownloop import Agent, Receipt, RunStatus, StopReason, UnknownEffectError
 from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.policy import allow_writes
 from ownloop.tools import ToolContext, ToolRegistry
+
+WRITES = allow_writes("export", "publish")
 
 
 def _registry(effects: Counter[str], keys: list[str | None]) -> ToolRegistry:
@@ -42,7 +45,7 @@ def test_unknown_effect_is_pending_and_never_retried() -> None:
     effects = Counter[str]()
     keys: list[str | None] = []
     model = ScriptedModel([tool_call("export", name="q3"), final("Exported.")])
-    result = Agent(model, _registry(effects, keys)).run_sync("export q3")
+    result = Agent(model, _registry(effects, keys), policy=WRITES).run_sync("export q3")
     assert (result.status, result.stop_reason) == (
         RunStatus.UNRESOLVED,
         StopReason.UNRESOLVED_EFFECT,
@@ -60,7 +63,7 @@ def test_pending_write_blocks_every_new_write() -> None:
     """After an unknown effect, a different write is refused without running."""
     effects = Counter[str]()
     model = ScriptedModel([tool_call("export", name="q3"), tool_call("publish", name="q3")])
-    result = Agent(model, _registry(effects, [])).run_sync("export and publish")
+    result = Agent(model, _registry(effects, []), policy=WRITES).run_sync("export and publish")
     assert result.status is RunStatus.UNRESOLVED
     assert "publish" in result.detail
     assert effects["publish:q3"] == 0
@@ -70,7 +73,7 @@ def test_write_receipt_records_applied_effect() -> None:
     """A write that returns normally gets an ok receipt with effect applied."""
     effects = Counter[str]()
     model = ScriptedModel([tool_call("publish", name="r"), final("published")])
-    result = Agent(model, _registry(effects, [])).run_sync("publish")
+    result = Agent(model, _registry(effects, []), policy=WRITES).run_sync("publish")
     assert result.status is RunStatus.COMPLETED
     assert result.receipts == (
         Receipt(

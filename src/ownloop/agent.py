@@ -1,7 +1,9 @@
-"""The runtime: the `Agent` facade and the driver that performs the loop core's effects.
+"""The `Agent` facade: configure once, then run, resume and inspect bounded runs.
 
-The core decides; this module does. It awaits the model port, runs tool handlers, sleeps on the
-clock and feeds each outcome back to the core. `run` and `run_sync` share this one implementation.
+The loop core decides; the `Driver` (``ownloop.runtime``) performs. This module gathers an agent's
+configuration, checks inputs before any model call, builds a run's state (fresh, or restored from
+a paused result) and hands both to the driver. `run`/`resume` and their ``_sync`` twins share one
+implementation.
 """
 
 from __future__ import annotations
@@ -10,43 +12,46 @@ import asyncio
 import hashlib
 import platform
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib import metadata
+from typing import Literal, TypeVar
 
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
     MAX_ID_CHARS,
     Actor,
+    Approval,
+    AssistantMessage,
     Limits,
     Message,
-    ModelResponse,
     ModelSettings,
     RunResult,
+    RunStatus,
     SystemMessage,
+    ToolSpec,
     UserMessage,
     Versions,
 )
 from ownloop.exceptions import ConfigurationError, InputRejected
-from ownloop.loop import (
-    CallModel,
-    Effect,
-    Failure,
-    InvokeTool,
-    LoopConfig,
-    LoopGenerator,
-    Outcome,
-    RunState,
-    ToolReturn,
-    run_loop,
-)
+from ownloop.loop import LoopConfig, RunState, run_loop
 from ownloop.models import AgentModel
+from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
-from ownloop.tools import ToolRegistry
+from ownloop.runtime import Approver, Driver, RevisionSource
+from ownloop.tools import ToolRegistry, ValidatedCall
 from ownloop.tracing import TraceRecorder, TraceSink
-from ownloop.validators import CheckFunction, CompletionValidator, as_validator
+from ownloop.validators import (
+    CheckFunction,
+    CompletionValidator,
+    Precondition,
+    as_validator,
+    require_current_check,
+)
 
 __all__ = ["Agent"]
+
+T = TypeVar("T")
 
 
 def _sdk_version() -> str | None:
@@ -56,14 +61,33 @@ def _sdk_version() -> str | None:
         return None
 
 
+def _run_blocking(make: Callable[[], Awaitable[T]], name: str) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(make())  # type: ignore[arg-type]  # every caller passes a coroutine
+    raise ConfigurationError(
+        f"{name}_sync() was called inside a running event loop; use 'await agent.{name}(...)'"
+    )
+
+
 class Agent:
     """A bounded, auditable agent: a model that proposes and a runtime that decides.
 
     Args:
         model: The model port (a provider adapter, or a scripted model in tests).
         tools: The tools the model may propose; none by default.
-        limits: The run budgets; safe defaults when omitted.
+        limits: The run budgets; safe defaults when omitted (a policy's budgets may lower them).
         validators: Completion checks; every one must accept a final answer.
+        policy: Who may call what; by default reads are allowed and every write is denied
+            (`ownloop.policy.default_policy`).
+        approver: Decides approval requests inline; without one, a run needing approval pauses.
+        revision: Returns the current state revision (sync or async), binding approvals,
+            receipts and checks to the state they saw.
+        preconditions: Conditions writes must meet first (`requires_check_before`).
+        on_denied: ``"fail"`` ends the run when the policy denies a call; ``"observe"`` tells
+            the model instead so it can change course.
+        on_approval_denied: The same choice for an approval that was denied.
         clock: The clock for budgets, timestamps and backoff; the system clock by default.
         instructions: A system message sent first in every run.
         retry: The backoff policy for transient model and tool failures.
@@ -72,7 +96,8 @@ class Agent:
         trace_sinks: Callables receiving every trace event as it is recorded.
 
     Raises:
-        ConfigurationError: If the model has no ``respond`` method or a validator is not callable.
+        ConfigurationError: If an argument cannot work (no ``respond`` method, not a registry,
+            a validator that is not callable, an unknown ``on_denied`` value).
     """
 
     def __init__(
@@ -82,6 +107,12 @@ class Agent:
         *,
         limits: Limits | None = None,
         validators: Iterable[CheckFunction] = (),
+        policy: Policy | None = None,
+        approver: Approver | None = None,
+        revision: RevisionSource | None = None,
+        preconditions: Sequence[Precondition] = (),
+        on_denied: Literal["fail", "observe"] = "fail",
+        on_approval_denied: Literal["fail", "observe"] = "fail",
         clock: Clock | None = None,
         instructions: str | None = None,
         retry: RetryPolicy | None = None,
@@ -95,13 +126,15 @@ class Agent:
             )
         if tools is not None and not isinstance(tools, ToolRegistry):
             raise ConfigurationError(f"tools must be a ToolRegistry, got {type(tools).__name__}")
+        for name, value in (("on_denied", on_denied), ("on_approval_denied", on_approval_denied)):
+            if value not in ("fail", "observe"):
+                raise ConfigurationError(f"{name} must be 'fail' or 'observe', not {value!r}")
         self.model = model
         self.tools = tools if tools is not None else ToolRegistry()
-        self.limits = limits if limits is not None else Limits()
-        checks = [as_validator(check) for check in validators]
-        validator: CompletionValidator | None = None
-        for check in checks:
-            validator = check if validator is None else validator & check
+        self.policy = policy if policy is not None else default_policy()
+        self.limits = self.policy.apply_budgets(limits if limits is not None else Limits())
+        validator = self._validator(validators)
+        base = settings or ModelSettings()
         self._config = LoopConfig(
             registry=self.tools,
             limits=self.limits,
@@ -109,36 +142,73 @@ class Agent:
             retry=retry if retry is not None else RetryPolicy(),
             clock=clock if clock is not None else SystemClock(),
             instructions=instructions,
-            settings=(settings or ModelSettings()).model_copy(update={"stream": True})
-            if stream
-            else (settings or ModelSettings()),
+            settings=base.model_copy(update={"stream": True}) if stream else base,
             versions=self._versions(validator),
+            policy=self.policy,
+            preconditions=tuple(preconditions),
+            has_approver=approver is not None,
+            tracks_revision=revision is not None,
+            on_denied=on_denied,
+            on_approval_denied=on_approval_denied,
         )
+        self._driver = Driver(model, self._config.clock, approver, revision)
         self._sinks = tuple(trace_sinks)
 
+    def _validator(self, validators: Iterable[CheckFunction]) -> CompletionValidator | None:
+        checks = [as_validator(check) for check in validators]
+        if self.policy.require_current_check is not None:
+            checks.append(require_current_check(*self.policy.require_current_check))
+        validator: CompletionValidator | None = None
+        for check in checks:
+            validator = check if validator is None else validator & check
+        return validator
+
     def _versions(self, validator: CompletionValidator | None) -> Versions:
-        policy = f"{self.limits.model_dump_json()}|{validator!r}|{self.tools.names()}"
+        configuration = (
+            f"{self.limits.model_dump_json()}|{validator!r}|{self.policy!r}|{self.tools.names()}"
+        )
         model_name = getattr(self.model, "model_name", None)
         return Versions(
             ownloop=__version__,
             python=platform.python_version(),
             sdk=_sdk_version(),
             model=model_name if isinstance(model_name, str) else type(self.model).__name__,
-            policy_digest=hashlib.sha256(policy.encode()).hexdigest()[:16],
+            policy_digest=hashlib.sha256(configuration.encode()).hexdigest()[:16],
+        )
+
+    def offered_tools(self, actor: Actor | None) -> tuple[ToolSpec, ...]:
+        """Return the tools the model is offered for this actor: those the policy does not deny.
+
+        Args:
+            actor: Who the run acts for.
+
+        Returns:
+            The specs, in registration order.
+        """
+        return tuple(
+            spec
+            for spec in self.tools.specs()
+            if not isinstance(self.policy.decide(actor, spec, None), Deny)
         )
 
     async def run(
-        self, task: str, *, actor: Actor | None = None, run_id: str | None = None
+        self,
+        task: str,
+        *,
+        actor: Actor | None = None,
+        run_id: str | None = None,
+        approvals: Iterable[Approval] = (),
     ) -> RunResult:
         """Run the task to a terminal state (or a pause) and return everything that happened.
 
         Args:
             task: What the agent should do.
-            actor: The authenticated identity the run acts for.
+            actor: The authenticated identity the run acts for (trusted: from the application).
             run_id: An id for the run; a random one by default.
+            approvals: Decisions given up front, bound to exact calls by digest.
 
         Returns:
-            The result. Budget stops, model failures and rejections are results, not exceptions.
+            The result. Budget stops, denials, pauses and model failures are results.
 
         Raises:
             InputRejected: If the task is empty or longer than ``limits.max_input_chars``, or the
@@ -154,11 +224,18 @@ class Agent:
             started_at=config.clock.monotonic(),
             trace=TraceRecorder(run_id, config.clock, self._sinks),
             messages=self._opening_messages(task),
+            tools=self.offered_tools(actor),
+            approvals=list(approvals),
         )
-        return await self._drive(run_loop(config, state))
+        return await self._driver.drive(run_loop(config, state))
 
     def run_sync(
-        self, task: str, *, actor: Actor | None = None, run_id: str | None = None
+        self,
+        task: str,
+        *,
+        actor: Actor | None = None,
+        run_id: str | None = None,
+        approvals: Iterable[Approval] = (),
     ) -> RunResult:
         """Run the task from synchronous code; the same as awaiting `run`.
 
@@ -166,6 +243,7 @@ class Agent:
             task: What the agent should do.
             actor: The authenticated identity the run acts for.
             run_id: An id for the run; a random one by default.
+            approvals: Decisions given up front.
 
         Returns:
             The result.
@@ -173,13 +251,88 @@ class Agent:
         Raises:
             ConfigurationError: If called while an event loop is running (await `run` instead).
         """
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.run(task, actor=actor, run_id=run_id))
-        raise ConfigurationError(
-            "run_sync() was called inside a running event loop; use 'await agent.run(...)'"
+        return _run_blocking(
+            lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals), "run"
         )
+
+    async def resume(self, paused: RunResult, *, approvals: Iterable[Approval] = ()) -> RunResult:
+        """Continue a paused run exactly where it stopped, with new approval decisions.
+
+        Args:
+            paused: The paused run's result.
+            approvals: Decisions, each naming a request the run waits for (or an exact digest).
+
+        Returns:
+            The result of the continued run; its trace holds the events from before the pause.
+
+        Raises:
+            ConfigurationError: If the run is not paused, or an approval names a request the run
+                is not waiting for.
+        """
+        resume = paused.resume
+        if paused.status is not RunStatus.PAUSED or resume is None:
+            raise ConfigurationError(
+                f"run {paused.run_id} is {paused.status.value}, not paused: it cannot be resumed"
+            )
+        decisions = list(approvals)
+        waiting = {request.id for request in paused.approval_requests}
+        for approval in decisions:
+            if approval.request_id is not None and approval.request_id not in waiting:
+                raise ConfigurationError(
+                    f"approval names request {approval.request_id}, which run {paused.run_id} "
+                    f"is not waiting for (waiting: {', '.join(sorted(waiting)) or 'none'})"
+                )
+        config = self._config
+        state = RunState(
+            run_id=paused.run_id,
+            task=resume.task,
+            actor=resume.actor,
+            started_at=config.clock.monotonic() - resume.elapsed_s,
+            trace=TraceRecorder(
+                paused.run_id, config.clock, self._sinks, start_seq=paused.trace[-1].seq
+            ),
+            usage=paused.usage,
+            messages=list(paused.messages),
+            evidence={item.id: item for item in paused.evidence},
+            receipts=list(paused.receipts),
+            pending=list(paused.pending),
+            last_action=resume.last_action,
+            repeats=resume.repeats,
+            tools=self.offered_tools(resume.actor),
+            queue=list(resume.queue),
+            admitted_call_id=resume.admitted_call_id,
+            approvals=[*resume.approvals, *decisions],
+            decisions=list(paused.approvals),
+            approval_requests=list(paused.approval_requests),
+            prior_trace=paused.trace,
+        )
+        state.pending_calls = self._pending_calls(state)
+        return await self._driver.drive(run_loop(config, state))
+
+    def resume_sync(self, paused: RunResult, *, approvals: Iterable[Approval] = ()) -> RunResult:
+        """Resume a paused run from synchronous code; the same as awaiting `resume`.
+
+        Args:
+            paused: The paused run's result.
+            approvals: The decisions.
+
+        Returns:
+            The result of the continued run.
+        """
+        return _run_blocking(lambda: self.resume(paused, approvals=approvals), "resume")
+
+    def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
+        """Re-validate the calls of pending writes from the conversation, for their lookups."""
+        wanted = {operation.call_id for operation in state.pending}
+        found: dict[str, ValidatedCall] = {}
+        for message in state.messages:
+            if not isinstance(message, AssistantMessage):
+                continue
+            for call in message.tool_calls:
+                validated = self.tools.validate(call) if call.id in wanted else None
+                if isinstance(validated, ValidatedCall):
+                    found[call.id] = validated
+        return found
 
     def _check_inputs(self, task: str, run_id: str | None) -> str:
         if not isinstance(task, str) or not task.strip():
@@ -202,43 +355,8 @@ class Agent:
         messages.append(UserMessage(content=task))
         return messages
 
-    async def _drive(self, loop: LoopGenerator) -> RunResult:
-        perform = self._perform
-        try:
-            effect = next(loop)
-            while True:
-                effect = loop.send(await perform(effect))
-        except StopIteration as finished:
-            result: RunResult = finished.value
-            return result
-
-    async def _perform(self, effect: Effect) -> Outcome:
-        if isinstance(effect, CallModel):
-            return await self._call_model(effect)
-        if isinstance(effect, InvokeTool):
-            try:
-                return ToolReturn(
-                    await effect.call.tool.invoke(effect.call.arguments, effect.context)
-                )
-            except Exception as error:
-                return Failure(error)
-        await self._config.clock.sleep(effect.seconds)
-        return None
-
-    async def _call_model(self, effect: CallModel) -> Outcome:
-        try:
-            async with asyncio.timeout(effect.timeout_s if effect.timeout_s > 0 else 0):
-                response: object = await self.model.respond(effect.request)
-        except Exception as error:
-            return Failure(error)
-        if not isinstance(response, ModelResponse):
-            return Failure(
-                TypeError(f"the model returned {type(response).__name__}, not a ModelResponse")
-            )
-        return response
-
     def __repr__(self) -> str:
         return (
             f"Agent(model={self.model!r}, tools={list(self.tools.names())}, "
-            f"limits=Limits(max_steps={self.limits.max_steps}, ...))"
+            f"policy={self.policy!r}, limits=Limits(max_steps={self.limits.max_steps}, ...))"
         )

@@ -1,6 +1,9 @@
 """Completion checks: a final answer is accepted only when validators say so.
 
-A validator is a callable ``(output, evidence) -> Accept | Reject``. Wrapped in
+A validator is a callable ``(output, evidence) -> Accept | Reject``; validators built with
+`CompletionValidator(..., uses_context=True)` also receive a `CompletionContext` (the receipts
+and the current state revision), which is how `require_current_check` tells a current check from
+a stale one. Wrapped in
 `CompletionValidator` it composes: ``a & b`` accepts when both accept (the first rejection wins),
 ``a | b`` when either does; `accept_all` and `reject_all` are the neutral elements. The repr of a
 composition reads like the expression that built it, because it appears in traces.
@@ -15,18 +18,23 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ownloop.contracts import Evidence
+from ownloop.contracts import Evidence, Receipt
 from ownloop.exceptions import ConfigurationError
 
 __all__ = [
     "Accept",
+    "CheckPassed",
+    "CompletionContext",
     "CompletionValidator",
+    "Precondition",
     "Reject",
     "Verdict",
     "accept_all",
     "as_validator",
     "citations_observed",
     "reject_all",
+    "require_current_check",
+    "requires_check_before",
 ]
 
 
@@ -54,29 +62,59 @@ Verdict = Accept | Reject
 CheckFunction = Callable[[str, Sequence[Evidence]], Verdict]
 
 
+@dataclass(frozen=True, slots=True)
+class CompletionContext:
+    """Trusted records a completion check may consult beyond the evidence.
+
+    Attributes:
+        receipts: Every tool execution's receipt, in execution order.
+        revision: The current state revision, when the application tracks one.
+    """
+
+    receipts: Sequence[Receipt] = ()
+    revision: str | None = None
+
+
+_NO_CONTEXT = CompletionContext()
+
+
 class CompletionValidator:
     """A named, composable completion check.
 
     Args:
-        check: The function deciding the verdict.
+        check: The function deciding the verdict: ``(output, evidence)``, or
+            ``(output, evidence, context)`` when ``uses_context`` is set.
         name: How the check is shown in traces and reprs.
+        uses_context: Whether ``check`` takes the `CompletionContext` as a third argument.
     """
 
-    def __init__(self, check: CheckFunction, name: str) -> None:
+    def __init__(
+        self, check: Callable[..., Verdict], name: str, *, uses_context: bool = False
+    ) -> None:
         self._check = check
         self.name = name
+        self._uses_context = uses_context
 
-    def __call__(self, output: str, evidence: Sequence[Evidence]) -> Verdict:
+    def __call__(
+        self,
+        output: str,
+        evidence: Sequence[Evidence],
+        context: CompletionContext = _NO_CONTEXT,
+    ) -> Verdict:
         """Judge a final answer.
 
         Args:
             output: The final answer.
             evidence: What tools returned in this run.
+            context: Receipts and the current revision.
 
         Returns:
             `Accept`, or `Reject` naming this validator when the check did not name one.
         """
-        verdict = self._check(output, evidence)
+        if self._uses_context:
+            verdict = self._check(output, evidence, context)
+        else:
+            verdict = self._check(output, evidence)
         if isinstance(verdict, Reject) and not verdict.validator:
             return Reject(verdict.reason, self.name)
         return verdict
@@ -84,25 +122,27 @@ class CompletionValidator:
     def __and__(self, other: CheckFunction) -> CompletionValidator:
         right = as_validator(other)
 
-        def both(output: str, evidence: Sequence[Evidence]) -> Verdict:
-            first = self(output, evidence)
-            return first if isinstance(first, Reject) else right(output, evidence)
+        def both(output: str, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
+            first = self(output, evidence, context)
+            return first if isinstance(first, Reject) else right(output, evidence, context)
 
-        return CompletionValidator(both, f"({self.name} & {right.name})")
+        return CompletionValidator(both, f"({self.name} & {right.name})", uses_context=True)
 
     def __or__(self, other: CheckFunction) -> CompletionValidator:
         right = as_validator(other)
 
-        def either(output: str, evidence: Sequence[Evidence]) -> Verdict:
-            first = self(output, evidence)
+        def either(
+            output: str, evidence: Sequence[Evidence], context: CompletionContext
+        ) -> Verdict:
+            first = self(output, evidence, context)
             if isinstance(first, Accept):
                 return first
-            second = right(output, evidence)
+            second = right(output, evidence, context)
             if isinstance(second, Accept):
                 return second
             return Reject(f"{first.reason}; {second.reason}", f"({self.name} | {right.name})")
 
-        return CompletionValidator(either, f"({self.name} | {right.name})")
+        return CompletionValidator(either, f"({self.name} | {right.name})", uses_context=True)
 
     def __repr__(self) -> str:
         return self.name
@@ -185,3 +225,108 @@ def citations_observed(
         return Accept()
 
     return CompletionValidator(check, f"citations_observed(min_citations={min_citations})")
+
+
+CheckPassed = str | Callable[[object], bool]
+"""How to tell a passing check: the name of a result field that is ``True``, or a predicate."""
+
+
+def _passed(receipt: Receipt, passed: CheckPassed) -> bool:
+    if callable(passed):
+        return bool(passed(receipt.data))
+    return isinstance(receipt.data, dict) and receipt.data.get(passed) is True
+
+
+def _current_check_problem(
+    tool: str, passed: CheckPassed, context: CompletionContext
+) -> str | None:
+    """Return why there is no current passing check of ``tool``, or ``None`` when there is one."""
+    last_check: Receipt | None = None
+    write_after = False
+    for receipt in context.receipts:
+        if receipt.tool == tool and receipt.status == "ok":
+            last_check, write_after = receipt, False
+        elif receipt.effect == "applied":
+            write_after = True
+    if last_check is None:
+        return f"no {tool} has run yet; run it on the current state"
+    if not _passed(last_check, passed):
+        return f"the last {tool} did not pass; fix the state and run it again"
+    if context.revision is not None and last_check.revision != context.revision:
+        return (
+            f"the last passing {tool} ran at revision {last_check.revision}, but the state is now "
+            f"at {context.revision}; run it again"
+        )
+    if write_after:
+        return f"the state was written after the last passing {tool}; run it again"
+    return None
+
+
+def require_current_check(tool: str, passed: CheckPassed = "passed") -> CompletionValidator:
+    """Accept a final answer only if the last ``tool`` check passed at the current revision.
+
+    A check that ran before the latest write is stale: with a revision tracker the revisions
+    differ; without one, any applied write after the check makes it stale.
+
+    Args:
+        tool: The check tool.
+        passed: The result field that must be ``True``, or a predicate on the result.
+
+    Returns:
+        The validator.
+    """
+
+    def check(output: str, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
+        problem = _current_check_problem(tool, passed, context)
+        return Accept() if problem is None else Reject(problem)
+
+    return CompletionValidator(check, f"require_current_check({tool!r})", uses_context=True)
+
+
+class Precondition:
+    """A condition a write must meet before it may run; unmet, the model gets feedback instead.
+
+    Args:
+        tool: The write tool it guards.
+        check: The check tool that must have passed at the current revision.
+        passed: The result field that must be ``True``, or a predicate on the result.
+    """
+
+    def __init__(self, tool: str, check: str, passed: CheckPassed = "passed") -> None:
+        self.tool = tool
+        self.check = check
+        self.passed = passed
+
+    def problem(self, tool: str, context: CompletionContext) -> str | None:
+        """Return why ``tool`` may not run now, or ``None`` when it may.
+
+        Args:
+            tool: The tool about to run.
+            context: Receipts and the current revision.
+
+        Returns:
+            The feedback for the model, or ``None``.
+        """
+        if tool != self.tool:
+            return None
+        problem = _current_check_problem(self.check, self.passed, context)
+        return (
+            None if problem is None else f"{tool} needs a current passing {self.check}: {problem}"
+        )
+
+    def __repr__(self) -> str:
+        return f"requires_check_before(tool={self.tool!r}, check={self.check!r})"
+
+
+def requires_check_before(*, tool: str, check: str, passed: CheckPassed = "passed") -> Precondition:
+    """Make a write wait for a passing check at the current revision.
+
+    Args:
+        tool: The write tool.
+        check: The check tool.
+        passed: The result field that must be ``True``, or a predicate on the result.
+
+    Returns:
+        The precondition, for ``Agent(preconditions=[...])``.
+    """
+    return Precondition(tool, check, passed)

@@ -6,8 +6,11 @@ No I/O happens here. Each record round-trips through JSON exactly:
 
 from ownloop.contracts._base import MAX_ID_CHARS, TOOL_NAME_PATTERN, JsonValue, utc_now
 from ownloop.contracts.events import (
+    ApprovalDecided,
+    ApprovalRequested,
     BudgetExhausted,
     CompletionRejected,
+    EffectReconciled,
     EventBase,
     ModelFailed,
     ModelRequested,
@@ -15,8 +18,11 @@ from ownloop.contracts.events import (
     ObservationAdded,
     OutputTruncated,
     RetryScheduled,
+    RevisionAudited,
     RunFinished,
+    RunResumed,
     RunStarted,
+    ToolDenied,
     ToolFinished,
     ToolProposed,
     ToolRejected,
@@ -33,7 +39,7 @@ from ownloop.contracts.messages import (
 )
 from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, TokenUsage
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
-from ownloop.contracts.results import RunResult
+from ownloop.contracts.results import ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, Versions
 from ownloop.contracts.tools import (
     Effect,
@@ -50,11 +56,14 @@ __all__ = [
     "TOOL_NAME_PATTERN",
     "Actor",
     "Approval",
+    "ApprovalDecided",
     "ApprovalRequest",
+    "ApprovalRequested",
     "AssistantMessage",
     "BudgetExhausted",
     "CompletionRejected",
     "Effect",
+    "EffectReconciled",
     "EventBase",
     "Evidence",
     "JsonValue",
@@ -72,15 +81,19 @@ __all__ = [
     "Receipt",
     "ReceiptEffect",
     "ReceiptStatus",
+    "ResumeState",
     "RetryScheduled",
+    "RevisionAudited",
     "RunFinished",
     "RunResult",
+    "RunResumed",
     "RunStarted",
     "RunStatus",
     "StopReason",
     "SystemMessage",
     "TokenUsage",
     "ToolCall",
+    "ToolDenied",
     "ToolFinished",
     "ToolMessage",
     "ToolProposed",

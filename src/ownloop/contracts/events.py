@@ -19,8 +19,11 @@ from ownloop.contracts.status import RunStatus, StopReason, Versions
 from ownloop.contracts.tools import ReceiptEffect, ReceiptStatus
 
 __all__ = [
+    "ApprovalDecided",
+    "ApprovalRequested",
     "BudgetExhausted",
     "CompletionRejected",
+    "EffectReconciled",
     "EventBase",
     "ModelFailed",
     "ModelRequested",
@@ -28,8 +31,11 @@ __all__ = [
     "ObservationAdded",
     "OutputTruncated",
     "RetryScheduled",
+    "RevisionAudited",
     "RunFinished",
+    "RunResumed",
     "RunStarted",
+    "ToolDenied",
     "ToolFinished",
     "ToolProposed",
     "ToolRejected",
@@ -308,6 +314,109 @@ class RunFinished(EventBase):
     usage: Usage
 
 
+class ToolDenied(EventBase):
+    """The policy refused a validated call; its handler never ran.
+
+    Attributes:
+        call_id: The call.
+        tool: The tool.
+        reason: Why.
+        rule: The rule that refused it.
+    """
+
+    kind: Literal["tool_denied"] = "tool_denied"
+    call_id: str
+    tool: str
+    reason: str
+    rule: str
+
+
+class ApprovalRequested(EventBase):
+    """A call needs an approval that is not there; the run pauses (or asks the approver).
+
+    Attributes:
+        request_id: The request an approval must name.
+        call_id: The call waiting.
+        tool: The tool.
+        digest: The exact call's digest (tool, arguments, revision).
+        revision: The revision the call would run against.
+        reason: Why approval is needed.
+    """
+
+    kind: Literal["approval_requested"] = "approval_requested"
+    request_id: str
+    call_id: str
+    tool: str
+    digest: str
+    revision: str | None = None
+    reason: str
+
+
+class ApprovalDecided(EventBase):
+    """A decision on an approval request was applied (and, when approved, consumed).
+
+    Attributes:
+        request_id: The request.
+        call_id: The call it decided.
+        approved: The decision.
+        approver: Who decided.
+        reason: The approver's reason.
+        source: ``supplied`` (passed to run or resume) or ``approver`` (asked inline).
+    """
+
+    kind: Literal["approval_decided"] = "approval_decided"
+    request_id: str
+    call_id: str
+    approved: bool
+    approver: str
+    reason: str | None = None
+    source: Literal["supplied", "approver"]
+
+
+class RunResumed(EventBase):
+    """A paused run continued.
+
+    Attributes:
+        approvals: How many decisions were supplied with the resume.
+        elapsed_s: Run time already used before the pause (the pause itself does not count).
+    """
+
+    kind: Literal["run_resumed"] = "run_resumed"
+    approvals: int = Field(ge=0)
+    elapsed_s: float = Field(ge=0)
+
+
+class RevisionAudited(EventBase):
+    """The state revision after a tool, recorded when the policy asks for audits.
+
+    Attributes:
+        call_id: The call just executed.
+        tool: The tool.
+        revision: The revision after it.
+    """
+
+    kind: Literal["revision_audited"] = "revision_audited"
+    call_id: str
+    tool: str
+    revision: str | None = None
+
+
+class EffectReconciled(EventBase):
+    """An authoritative lookup was asked about a write whose effect was unknown.
+
+    Attributes:
+        call_id: The write's call.
+        tool: The write tool.
+        outcome: ``confirmed`` (it happened), ``not_applied`` (cleared for a retry with the same
+            idempotency key) or ``unknown`` (still pending).
+    """
+
+    kind: Literal["effect_reconciled"] = "effect_reconciled"
+    call_id: str
+    tool: str
+    outcome: Literal["confirmed", "not_applied", "unknown"]
+
+
 TraceEvent = Annotated[
     RunStarted
     | ModelRequested
@@ -322,7 +431,13 @@ TraceEvent = Annotated[
     | CompletionRejected
     | OutputTruncated
     | BudgetExhausted
-    | RunFinished,
+    | RunFinished
+    | ToolDenied
+    | ApprovalRequested
+    | ApprovalDecided
+    | RunResumed
+    | RevisionAudited
+    | EffectReconciled,
     Field(discriminator="kind"),
 ]
 """Any trace event, discriminated by ``kind``."""

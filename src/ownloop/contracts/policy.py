@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ownloop.contracts._base import Identifier, JsonValue, Record, ToolName, utc_now
 
@@ -56,21 +56,32 @@ class ApprovalRequest(Record):
 
 
 class Approval(Record):
-    """A named approver's decision on one approval request.
+    """A named approver's decision on one approval request, or on one exact call given up front.
+
+    Name the request (``request_id``) when answering a paused run; give the call's ``digest``
+    (``ownloop.policy.approval_digest``) to approve an exact call before it is proposed.
 
     Attributes:
         request_id: The request it decides.
+        digest: The exact call it decides, when no request id is known yet.
         approved: ``True`` to admit the call, ``False`` to deny it.
         approver: Who decided.
         reason: Why, in the approver's words.
         decided_at: When.
     """
 
-    request_id: Identifier
+    request_id: Identifier | None = None
+    digest: str | None = Field(default=None, max_length=128)
     approved: bool
     approver: Identifier
     reason: str | None = Field(default=None, max_length=1024)
     decided_at: datetime = Field(default_factory=utc_now)
+
+    @model_validator(mode="after")
+    def _names_what_it_decides(self) -> Approval:
+        if self.request_id is None and self.digest is None:
+            raise ValueError("an approval must name a request_id or a digest")
+        return self
 
 
 class PendingOperation(Record):

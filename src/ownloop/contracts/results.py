@@ -2,17 +2,45 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import Field
 
 from ownloop.contracts._base import Identifier, Record
 from ownloop.contracts.events import TraceEvent
 from ownloop.contracts.limits import Limits, Usage
 from ownloop.contracts.messages import Message
-from ownloop.contracts.policy import ApprovalRequest, PendingOperation
+from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.status import RunStatus, StopReason, Versions
-from ownloop.contracts.tools import Evidence, Receipt
+from ownloop.contracts.tools import Evidence, Receipt, ToolCall
 
-__all__ = ["RunResult"]
+__all__ = ["ResumeState", "RunResult"]
+
+
+class ResumeState(Record):
+    """What a paused run needs, beyond its result, to continue exactly where it stopped.
+
+    Attributes:
+        schema_version: The format version of this record.
+        task: The run's task.
+        actor: Who the run acts for.
+        queue: Tool calls of the current model turn not yet finished, the paused one first.
+        admitted_call_id: The queue head's id when it was already admitted (counted, validated).
+        last_action: The key of the last proposed action, for repeat detection.
+        repeats: How many times in a row it was proposed.
+        elapsed_s: Run time used before the pause.
+        approvals: Decisions supplied but not yet consumed.
+    """
+
+    schema_version: Literal[1] = 1
+    task: str
+    actor: Actor | None = None
+    queue: tuple[ToolCall, ...] = ()
+    admitted_call_id: Identifier | None = None
+    last_action: str | None = None
+    repeats: int = Field(default=0, ge=0)
+    elapsed_s: float = Field(default=0.0, ge=0)
+    approvals: tuple[Approval, ...] = ()
 
 
 class RunResult(Record):
@@ -32,7 +60,9 @@ class RunResult(Record):
         receipts: The receipt of every tool execution.
         pending: Writes whose effect is unknown.
         approval_requests: Requests waiting for a decision, when paused.
+        approvals: Every approval decision applied in the run: the audit trail.
         versions: The versions that produced the run.
+        resume: What `Agent.resume` needs to continue a paused run.
     """
 
     run_id: Identifier
@@ -48,4 +78,6 @@ class RunResult(Record):
     receipts: tuple[Receipt, ...] = ()
     pending: tuple[PendingOperation, ...] = ()
     approval_requests: tuple[ApprovalRequest, ...] = ()
+    approvals: tuple[Approval, ...] = ()
     versions: Versions
+    resume: ResumeState | None = None

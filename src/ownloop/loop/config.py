@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from ownloop.clock import Clock
 from ownloop.contracts import Limits, ModelSettings, Versions
+from ownloop.policy import Policy
 from ownloop.retry import RetryPolicy
 from ownloop.tools import ToolRegistry
-from ownloop.validators import CompletionValidator
+from ownloop.validators import CompletionValidator, Precondition
 
 __all__ = ["LoopConfig"]
 
@@ -26,6 +28,12 @@ class LoopConfig:
         instructions: The system message, if any.
         settings: Sampling settings for every model request.
         versions: The versions producing the run.
+        policy: Who may call what, and which calls need approval.
+        preconditions: Conditions writes must meet before they run.
+        has_approver: Whether an approver decides requests inline (else the run pauses).
+        tracks_revision: Whether the application gave a revision callable.
+        on_denied: ``fail`` ends the run on a denied call; ``observe`` tells the model instead.
+        on_approval_denied: The same choice for a denied approval.
     """
 
     registry: ToolRegistry
@@ -36,3 +44,9 @@ class LoopConfig:
     instructions: str | None
     settings: ModelSettings
     versions: Versions
+    policy: Policy
+    preconditions: tuple[Precondition, ...] = ()
+    has_approver: bool = False
+    tracks_revision: bool = False
+    on_denied: Literal["fail", "observe"] = "fail"
+    on_approval_denied: Literal["fail", "observe"] = "fail"

@@ -26,9 +26,11 @@ from ownloop.contracts import (
     ModelResponded,
     ModelResponse,
     OutputTruncated,
+    ResumeState,
     RetryScheduled,
     RunFinished,
     RunResult,
+    RunResumed,
     RunStarted,
     RunStatus,
     StopReason,
@@ -36,10 +38,11 @@ from ownloop.contracts import (
 from ownloop.exceptions import ProviderError, UnexpectedModelCall
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._observe import add_feedback, truncate
+from ownloop.loop._revision import completion_context
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import CallModel, Effect, Failure, Outcome, Sleep
 from ownloop.loop.state import RunState
-from ownloop.loop.tool_step import run_tool_call
+from ownloop.loop.tool_step import block_on_pending, run_tool_call
 from ownloop.redaction import bound_value
 from ownloop.retry import GiveUp, is_transient_model_error, retry_after_hint
 from ownloop.validators import Reject
@@ -60,19 +63,40 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
     Returns:
         The run's result, whatever way it ended.
     """
-    state.trace.emit(
-        RunStarted,
-        task_chars=len(state.task),
-        actor_id=state.actor.id if state.actor else None,
-        tools=config.registry.names(),
-        limits=config.limits,
-        versions=config.versions,
-    )
+    if state.prior_trace:
+        state.trace.emit(
+            RunResumed,
+            approvals=len(state.approvals),
+            elapsed_s=max(config.clock.monotonic() - state.started_at, 0.0),
+        )
+    else:
+        state.trace.emit(
+            RunStarted,
+            task_chars=len(state.task),
+            actor_id=state.actor.id if state.actor else None,
+            tools=tuple(spec.name for spec in state.tools),
+            limits=config.limits,
+            versions=config.versions,
+        )
     try:
+        yield from _run_queue(config, state)
         while True:
             yield from _model_turn(config, state)
     except RunEnded as ended:
         return _finish(config, state, ended)
+
+
+def _run_queue(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
+    """Finish the current turn's tool calls, in order (after a resume, the paused one first)."""
+    while state.queue:
+        yield from run_tool_call(config, state, state.queue[0])
+        state.queue.pop(0)
+        state.admitted_call_id = None
+    for feedback in state.deferred_feedback:
+        add_feedback(
+            state, content=feedback, max_chars=config.limits.max_observation_chars, source="runtime"
+        )
+    state.deferred_feedback.clear()
 
 
 def _elapsed(config: LoopConfig, state: RunState) -> float:
@@ -88,7 +112,7 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
         run_id=state.run_id,
         step=state.usage.steps,
         messages=tuple(state.messages),
-        tools=tuple(config.registry.specs()),
+        tools=state.tools,
         settings=config.settings,
     )
     response = yield from _ask_model(config, state, request)
@@ -100,8 +124,8 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
         )
     if response.tool_calls:
         end_for_budget(check_tokens(limits, state.usage, "after_usage"))
-        for call in response.tool_calls:
-            yield from run_tool_call(config, state, call)
+        state.queue = list(response.tool_calls)
+        yield from _run_queue(config, state)
         return
     if response.final_output is None:
         end(
@@ -109,7 +133,7 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
             StopReason.MODEL_ERROR,
             "the model returned neither a final answer, tool calls nor an explicit stop",
         )
-    _complete(config, state, response.final_output)
+    yield from _complete(config, state, response.final_output)
 
 
 def _ask_model(
@@ -215,16 +239,12 @@ def _record_response(
     )
 
 
-def _complete(config: LoopConfig, state: RunState, output: str) -> None:
+def _complete(config: LoopConfig, state: RunState, output: str) -> Generator[Effect, Outcome, None]:
     limits = config.limits
-    if state.pending:
-        end(
-            RunStatus.UNRESOLVED,
-            StopReason.UNRESOLVED_EFFECT,
-            f"a final answer is blocked by {len(state.pending)} write(s) whose effect is unknown",
-        )
+    yield from block_on_pending(config, state, "the final answer")
     if config.validator is not None:
-        verdict = config.validator(output, tuple(state.evidence.values()))
+        context = yield from completion_context(config, state.receipts)
+        verdict = config.validator(output, tuple(state.evidence.values()), context)
         if isinstance(verdict, Reject):
             _reject(config, state, verdict)
             return
@@ -288,6 +308,18 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:
         detail=ended.detail[:4096],
         usage=state.usage,
     )
+    resume = None
+    if ended.status is RunStatus.PAUSED:
+        resume = ResumeState(
+            task=state.task,
+            actor=state.actor,
+            queue=tuple(state.queue),
+            admitted_call_id=state.admitted_call_id,
+            last_action=state.last_action,
+            repeats=state.repeats,
+            elapsed_s=max(config.clock.monotonic() - state.started_at, 0.0),
+            approvals=tuple(state.approvals),
+        )
     return RunResult(
         run_id=state.run_id,
         status=ended.status,
@@ -297,9 +329,12 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:
         usage=state.usage,
         limits=config.limits,
         messages=tuple(state.messages),
-        trace=state.trace.events,
+        trace=(*state.prior_trace, *state.trace.events),
         evidence=tuple(state.evidence.values()),
         receipts=tuple(state.receipts),
         pending=tuple(state.pending),
+        approval_requests=tuple(state.approval_requests),
+        approvals=tuple(state.decisions),
         versions=config.versions,
+        resume=resume,
     )

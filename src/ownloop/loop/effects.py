@@ -10,10 +10,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ownloop.contracts import ModelRequest, ModelResponse
+from ownloop.contracts import Approval, ApprovalRequest, ModelRequest, ModelResponse
 from ownloop.tools import ToolContext, ValidatedCall
 
-__all__ = ["CallModel", "Effect", "Failure", "InvokeTool", "Outcome", "Sleep", "ToolReturn"]
+__all__ = [
+    "AskApprover",
+    "CallModel",
+    "Decided",
+    "Effect",
+    "Failure",
+    "InvokeTool",
+    "Outcome",
+    "ReadRevision",
+    "Reconcile",
+    "Revision",
+    "Sleep",
+    "ToolReturn",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +67,57 @@ class Sleep:
 
 
 @dataclass(frozen=True, slots=True)
+class ReadRevision:
+    """Read the application's current state revision."""
+
+
+@dataclass(frozen=True, slots=True)
+class AskApprover:
+    """Ask the configured approver to decide a request now.
+
+    Attributes:
+        request: The request.
+    """
+
+    request: ApprovalRequest
+
+
+@dataclass(frozen=True, slots=True)
+class Reconcile:
+    """Ask a write tool's authoritative lookup whether an unknown effect happened.
+
+    Attributes:
+        call: The write's validated call.
+        context: The write's context (same idempotency key).
+    """
+
+    call: ValidatedCall
+    context: ToolContext
+
+
+@dataclass(frozen=True, slots=True)
+class Revision:
+    """The revision read.
+
+    Attributes:
+        value: The revision, or ``None`` when the application tracks none.
+    """
+
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Decided:
+    """What the approver decided.
+
+    Attributes:
+        approval: The decision, or ``None`` when the approver did not decide.
+    """
+
+    approval: Approval | None
+
+
+@dataclass(frozen=True, slots=True)
 class ToolReturn:
     """A tool handler returned.
 
@@ -75,8 +139,8 @@ class Failure:
     error: BaseException
 
 
-Effect = CallModel | InvokeTool | Sleep
+Effect = CallModel | InvokeTool | Sleep | ReadRevision | AskApprover | Reconcile
 """Anything the core may ask the driver to do."""
 
-Outcome = ModelResponse | ToolReturn | Failure | None
+Outcome = ModelResponse | ToolReturn | Failure | Revision | Decided | None
 """Anything the driver may send back (``None`` after a sleep)."""

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ownloop.contracts import (
     Actor,
+    Approval,
+    ApprovalRequest,
     Evidence,
     Message,
     PendingOperation,
     Receipt,
+    ToolCall,
+    ToolSpec,
+    TraceEvent,
     Usage,
 )
+from ownloop.tools import ValidatedCall
 from ownloop.tracing import TraceRecorder
 
 __all__ = ["RunState", "action_key", "collect_evidence"]
@@ -37,6 +44,16 @@ class RunState:
         last_action: The key of the last proposed action, for repeat detection.
         repeats: How many times in a row that action was proposed.
         output: The final answer, once accepted.
+        tools: The tools offered to the model (those the policy does not deny this actor).
+        queue: Tool calls of the current turn not yet finished, the one in progress first.
+        admitted_call_id: The queue head's id once it has been counted and checked for repeats.
+        approvals: Supplied decisions not yet consumed.
+        decisions: Every decision applied: the audit trail.
+        approval_requests: Requests waiting for a decision.
+        pending_calls: The validated call of each pending write, for reconciliation.
+        prior_trace: Events recorded before a pause, when the run was resumed.
+        deferred_feedback: Runtime messages for the model, held until the current turn's tool
+            observations are complete (providers reject a message between them).
     """
 
     run_id: str
@@ -52,10 +69,50 @@ class RunState:
     last_action: str | None = None
     repeats: int = 0
     output: str | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    queue: list[ToolCall] = field(default_factory=list)
+    admitted_call_id: str | None = None
+    approvals: list[Approval] = field(default_factory=list)
+    decisions: list[Approval] = field(default_factory=list)
+    approval_requests: list[ApprovalRequest] = field(default_factory=list)
+    pending_calls: dict[str, ValidatedCall] = field(default_factory=dict)
+    prior_trace: tuple[TraceEvent, ...] = ()
+    deferred_feedback: list[str] = field(default_factory=list)
 
     def count(self, **increments: int) -> None:
         """Add to the named usage counters."""
         self.usage = self.usage.add(**increments)
+
+    def add_pending(self, validated: ValidatedCall, reason: str, revision: str | None) -> None:
+        """Record a write whose effect is unknown.
+
+        Args:
+            validated: The write's validated call.
+            reason: Why its effect is unknown.
+            revision: The revision it ran against.
+        """
+        call_id = validated.call.id
+        key = hashlib.sha256(f"{self.run_id}\x1f{call_id}\x1f{validated.digest}".encode())
+        self.pending.append(
+            PendingOperation(
+                call_id=call_id,
+                tool=validated.tool.spec.name,
+                arguments_digest=validated.digest,
+                idempotency_key=key.hexdigest()[:32],
+                revision=revision,
+                reason=reason[:1024],
+            )
+        )
+        self.pending_calls[call_id] = validated
+
+    def settle(self, call_id: str) -> None:
+        """Forget a pending write once an authoritative answer settled it.
+
+        Args:
+            call_id: The write's call id.
+        """
+        self.pending = [operation for operation in self.pending if operation.call_id != call_id]
+        self.pending_calls.pop(call_id, None)
 
     def record_evidence(self, tool: str, call_id: str, data: Any) -> None:
         """Add what a tool returned to the evidence ledger, merging repeated ids.

@@ -10,6 +10,13 @@ does, using what this package returns. It imports only Pydantic, the standard li
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
 from ownloop.tools._context import Sensitive, ToolContext
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
+from ownloop.tools._reconcile import (
+    Confirmed,
+    NotApplied,
+    Reconcile,
+    Reconciliation,
+    StillUnknown,
+)
 from ownloop.tools._registry import ToolRegistry
 from ownloop.tools._schema import STRICT_KEYWORDS
 from ownloop.tools._serialize import render_observation, to_jsonable
@@ -18,9 +25,14 @@ from ownloop.tools._tool import RegisteredTool
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "STRICT_KEYWORDS",
+    "Confirmed",
+    "NotApplied",
+    "Reconcile",
+    "Reconciliation",
     "RegisteredTool",
     "RejectionCode",
     "Sensitive",
+    "StillUnknown",
     "ToolContext",
     "ToolRegistry",
     "ToolRejection",

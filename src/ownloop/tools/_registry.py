@@ -15,6 +15,7 @@ from ownloop.contracts import Effect, ToolCall, ToolSpec
 from ownloop.exceptions import ConfigurationError
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES, bound, echo
 from ownloop.tools._outcomes import ToolRejection, ValidatedCall
+from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._signature import definition_error, function_label
 from ownloop.tools._tool import RegisteredTool, build_tool
 
@@ -59,6 +60,7 @@ class ToolRegistry:
         max_output_chars: int | None = None,
         idempotent: bool = False,
         strict: bool = True,
+        reconcile: Reconcile | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -74,6 +76,7 @@ class ToolRegistry:
         max_output_chars: int | None = None,
         idempotent: bool = False,
         strict: bool = True,
+        reconcile: Reconcile | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; use bare (``@registry.tool``) or with options.
 
@@ -91,6 +94,8 @@ class ToolRegistry:
             idempotent: Whether repeating a call with the same idempotency key is harmless.
             strict: Generate an OpenAI strict-mode schema (the default); ``False`` keeps
                 Pydantic's plain schema for constructs strict mode cannot express.
+            reconcile: For write tools, the authoritative lookup that settles an unknown effect
+                (see `Confirmed`, `NotApplied`, `StillUnknown`).
 
         Raises:
             ToolDefinitionError: The function cannot become a tool with these options.
@@ -104,6 +109,7 @@ class ToolRegistry:
             "max_output_chars": max_output_chars,
             "idempotent": idempotent,
             "strict": strict,
+            "reconcile": reconcile,
         }
 
         def register(target: F) -> F:

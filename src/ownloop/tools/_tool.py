@@ -29,6 +29,7 @@ from ownloop.tools._arguments import (
 from ownloop.tools._context import ToolContext
 from ownloop.tools._docstrings import parse_docstring
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
+from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._schema import plain_schema, strict_schema
 from ownloop.tools._serialize import to_jsonable
 from ownloop.tools._signature import (
@@ -51,9 +52,10 @@ class RegisteredTool:
         spec: The tool's declaration (name, description, schema, effect, limits).
         function: The original function, unchanged.
         is_async: Whether the function is a coroutine function.
+        reconcile: The authoritative lookup that settles an unknown effect, for write tools.
     """
 
-    __slots__ = ("_arguments", "_shape", "function", "is_async", "spec")
+    __slots__ = ("_arguments", "_shape", "function", "is_async", "reconcile", "spec")
 
     def __init__(
         self,
@@ -62,8 +64,10 @@ class RegisteredTool:
         *,
         shape: FunctionShape,
         arguments: ArgumentsModel,
+        reconcile: Reconcile | None = None,
     ) -> None:
         self.spec = spec
+        self.reconcile = reconcile
         self.function = function
         self.is_async = shape.is_async
         self._shape = shape
@@ -172,6 +176,7 @@ def build_tool(
     max_output_chars: int | None = None,
     idempotent: bool = False,
     strict: bool = True,
+    reconcile: Reconcile | None = None,
 ) -> RegisteredTool:
     """Turn ``function`` into a `RegisteredTool`; the options are those of `ToolRegistry.tool`.
 
@@ -210,7 +215,11 @@ def build_tool(
             for detail in error.errors(include_url=False)
         )
         raise definition_error(shape.label, None, f"has invalid options ({problems})") from error
-    return RegisteredTool(spec, function, shape=shape, arguments=arguments)
+    if reconcile is not None and (effect != "write" or not callable(reconcile)):
+        raise definition_error(
+            shape.label, None, "reconcile= takes a callable, and only for effect='write' tools"
+        )
+    return RegisteredTool(spec, function, shape=shape, arguments=arguments, reconcile=reconcile)
 
 
 def _canonical(instance: BaseModel, arguments: dict[str, Any]) -> dict[str, JsonValue]:

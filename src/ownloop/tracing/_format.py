@@ -57,8 +57,11 @@ def _describe(event: TraceEvent) -> str:  # noqa: PLR0911, PLR0912 - one branch 
             return f"{event.original_chars} -> {event.chars} chars"
         case BudgetExhausted():
             return f"{event.budget} limit={event.limit:g} observed={event.observed:g}"
-        case RunFinished():  # pragma: no branch - the last member of the union
+        case RunFinished():
             return f"{event.status.value}/{event.stop_reason.value}: {event.detail}"
+    # Kinds added later (approvals, audits, reconciliation) read as their own fields.
+    fields = event.model_dump(mode="json", exclude={"run_id", "seq", "at", "kind"})
+    return " ".join(f"{key}={value}" for key, value in fields.items())
 
 
 def format_event(event: TraceEvent) -> str:

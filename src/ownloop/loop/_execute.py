@@ -1,0 +1,268 @@
+"""Executing one admitted call: attempts, receipts, retries of transient failures.
+
+Every attempt draws from the shared ``max_tool_attempts`` budget, no retry waits past the deadline,
+and every outcome becomes a `Receipt` that is checked before it is believed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Generator
+from datetime import timedelta
+
+from ownloop.budgets import check_before_tool_attempt, check_deadline
+from ownloop.contracts import (
+    Receipt,
+    ReceiptEffect,
+    ReceiptStatus,
+    RetryScheduled,
+    RunStatus,
+    StopReason,
+    ToolFinished,
+    ToolSpec,
+    ToolStarted,
+)
+from ownloop.exceptions import TransientToolError
+from ownloop.loop._finish import end, end_for_budget
+from ownloop.loop._revision import current_revision
+from ownloop.loop.config import LoopConfig
+from ownloop.loop.effects import Effect, Failure, InvokeTool, Outcome, Sleep, ToolReturn
+from ownloop.loop.state import RunState
+from ownloop.retry import GiveUp, retry_after_hint
+from ownloop.tools import ToolContext, ValidatedCall, to_jsonable
+
+__all__ = ["execute", "idempotency_key", "receipt_problem", "tool_context"]
+
+_COHERENT = {
+    "ok": {"none", "applied"},
+    "transient": {"none"},
+    "error": {"none"},
+    "unknown": {"unknown"},
+}
+
+
+def idempotency_key(run_id: str, call_id: str, digest: str) -> str:
+    """Return the idempotency key of a write call: stable across retries and resumes.
+
+    Args:
+        run_id: The run.
+        call_id: The call.
+        digest: The validated arguments' digest.
+
+    Returns:
+        32 hex digits.
+    """
+    return hashlib.sha256(f"{run_id}\x1f{call_id}\x1f{digest}".encode()).hexdigest()[:32]
+
+
+def tool_context(
+    config: LoopConfig,
+    state: RunState,
+    validated: ValidatedCall,
+    attempt: int,
+    revision: str | None,
+) -> ToolContext:
+    """Build what a handler (or a reconcile lookup) is told about the run.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+        attempt: The attempt number, from 1.
+        revision: The current revision.
+
+    Returns:
+        The context; write tools get the call's idempotency key.
+    """
+    spec, call = validated.tool.spec, validated.call
+    remaining = config.limits.deadline_s - (config.clock.monotonic() - state.started_at)
+    return ToolContext(
+        run_id=state.run_id,
+        call_id=call.id,
+        tool=spec.name,
+        attempt=attempt,
+        actor=state.actor,
+        idempotency_key=(
+            idempotency_key(state.run_id, call.id, validated.digest)
+            if spec.effect == "write"
+            else None
+        ),
+        deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
+        revision=revision,
+    )
+
+
+def execute(
+    config: LoopConfig, state: RunState, validated: ValidatedCall
+) -> Generator[Effect, Outcome, Receipt]:
+    """Run the handler until it gives a non-transient receipt, or the run ends.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The admitted call.
+
+    Yields:
+        `InvokeTool`, `Sleep` before retries, and revision reads.
+
+    Returns:
+        The receipt (``ok``, ``error`` or ``unknown``), checked and recorded.
+    """
+    limits, spec, call_id = config.limits, validated.tool.spec, validated.call.id
+    attempt = 1
+    while True:
+        end_for_budget(check_before_tool_attempt(limits, state.usage))
+        elapsed = config.clock.monotonic() - state.started_at
+        end_for_budget(check_deadline(limits, elapsed, "before_tool_attempt"))
+        state.count(tool_attempts=1)
+        state.trace.emit(ToolStarted, call_id=call_id, tool=spec.name, attempt=attempt)
+        before = yield from current_revision(config)
+        started = config.clock.monotonic()
+        outcome = yield InvokeTool(
+            validated, tool_context(config, state, validated, attempt, before)
+        )
+        duration = max(config.clock.monotonic() - started, 0.0)
+        after = yield from current_revision(config)
+        receipt = _receipt(spec, call_id, outcome, after)
+        state.trace.emit(
+            ToolFinished,
+            call_id=call_id,
+            tool=spec.name,
+            attempt=attempt,
+            status=receipt.status,
+            effect=receipt.effect,
+            duration_s=duration,
+            message=receipt.message,
+        )
+        problem = receipt_problem(spec, call_id, receipt, after if config.tracks_revision else None)
+        if problem is not None:
+            return receipt_invalid(config, state, validated, receipt, problem)
+        if receipt.status != "transient":
+            state.receipts.append(receipt)
+            return receipt
+        error = outcome.error if isinstance(outcome, Failure) else None
+        yield from _retry(config, state, spec, attempt=attempt, receipt=receipt, error=error)
+        attempt += 1
+
+
+def receipt_problem(
+    spec: ToolSpec, call_id: str, receipt: Receipt, revision: str | None
+) -> str | None:
+    """Say what is wrong with a receipt, or ``None`` when it can be believed.
+
+    Args:
+        spec: The tool that ran.
+        call_id: The call it ran for.
+        receipt: The receipt.
+        revision: The current revision, when tracked.
+
+    Returns:
+        The problem, or ``None``.
+    """
+    if receipt.call_id != call_id or receipt.tool != spec.name:
+        return (
+            f"receipt names call {receipt.call_id!r} of tool {receipt.tool!r}, "
+            f"expected call {call_id!r} of {spec.name!r}"
+        )
+    if receipt.effect not in _COHERENT[receipt.status]:
+        return f"status {receipt.status!r} with effect {receipt.effect!r} is incoherent"
+    if receipt.effect == "applied" and spec.effect == "read":
+        return f"read tool {spec.name!r} claims an applied effect"
+    if revision is not None and receipt.revision != revision:
+        return f"receipt revision {receipt.revision!r} is not the current revision {revision!r}"
+    return None
+
+
+def receipt_invalid(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, receipt: Receipt, problem: str
+) -> Receipt:
+    """End the run on a receipt that cannot be believed; a write's effect becomes unknown.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+        receipt: The bad receipt.
+        problem: What is wrong with it.
+
+    Raises:
+        RunEnded: Always, as failed / receipt_invalid.
+    """
+    spec = validated.tool.spec
+    state.receipts.append(receipt)
+    if spec.effect == "write":
+        state.add_pending(validated, f"invalid receipt: {problem}", receipt.revision)
+    end(RunStatus.FAILED, StopReason.RECEIPT_INVALID, f"{spec.name!r}: {problem}")
+
+
+def _retry(
+    config: LoopConfig,
+    state: RunState,
+    spec: ToolSpec,
+    *,
+    attempt: int,
+    receipt: Receipt,
+    error: BaseException | None,
+) -> Generator[Effect, Outcome, None]:
+    limits = config.limits
+    if attempt > limits.max_retries_per_call:
+        state.receipts.append(receipt)
+        end(
+            RunStatus.FAILED,
+            StopReason.TOOL_ERROR,
+            f"tool {spec.name!r} failed after {attempt} attempts: {receipt.message}",
+        )
+    decision = config.retry.next_wait(attempt, retry_after_hint(error) if error else None)
+    if isinstance(decision, GiveUp):
+        state.receipts.append(receipt)
+        end(RunStatus.FAILED, StopReason.TOOL_ERROR, f"tool {spec.name!r}: {decision.reason}")
+    end_for_budget(check_before_tool_attempt(limits, state.usage, "before_retry"))
+    elapsed = config.clock.monotonic() - state.started_at
+    end_for_budget(check_deadline(limits, elapsed + decision.seconds, "before_retry"))
+    state.trace.emit(
+        RetryScheduled,
+        target="tool",
+        call_id=receipt.call_id,
+        next_attempt=attempt + 1,
+        delay_s=decision.seconds,
+        reason=receipt.message or "transient failure",
+    )
+    yield Sleep(decision.seconds)
+
+
+def _receipt(spec: ToolSpec, call_id: str, outcome: Outcome, revision: str | None) -> Receipt:
+    """Classify a handler's outcome as a receipt (receipts returned by handlers are kept)."""
+    write = spec.effect == "write"
+    if isinstance(outcome, ToolReturn):
+        if isinstance(outcome.value, Receipt):
+            returned = outcome.value
+            if returned.revision is None and revision is not None:
+                return returned.model_copy(update={"revision": revision})
+            return returned
+        return Receipt(
+            call_id=call_id,
+            tool=spec.name,
+            status="ok",
+            effect="applied" if write else "none",
+            revision=revision,
+            data=to_jsonable(outcome.value),
+        )
+    error = outcome.error if isinstance(outcome, Failure) else TypeError(repr(outcome))
+    message = f"{type(error).__name__}: {error}"[:1000]
+    status: ReceiptStatus
+    effect: ReceiptEffect
+    if isinstance(error, TransientToolError) or (isinstance(error, TimeoutError) and not write):
+        status, effect = "transient", "none"
+    elif write:
+        # A write that raised may have happened anyway: unknown, never failure, never retried.
+        status, effect = "unknown", "unknown"
+    else:
+        status, effect = "error", "none"
+    return Receipt(
+        call_id=call_id,
+        tool=spec.name,
+        status=status,
+        effect=effect,
+        revision=revision,
+        message=message,
+    )

@@ -1,0 +1,175 @@
+"""The gateway between a validated call and its execution: authorize, check, approve.
+
+Identity, approvals and budgets come only from trusted records — the application's actor, the
+policy, the approvals supplied to the run or decided by the approver — never from what a model or
+a tool wrote. Every refusal is a trace event; what the model is told is bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from ownloop.contracts import (
+    ApprovalDecided,
+    ApprovalRequest,
+    ApprovalRequested,
+    RunStatus,
+    StopReason,
+    ToolDenied,
+    ToolRejected,
+)
+from ownloop.loop._finish import end
+from ownloop.loop._observe import add_tool_observation
+from ownloop.loop._revision import completion_context, current_revision
+from ownloop.loop.config import LoopConfig
+from ownloop.loop.effects import AskApprover, Decided, Effect, Outcome
+from ownloop.loop.state import RunState
+from ownloop.policy import (
+    Deny,
+    RequireApproval,
+    approval_digest,
+    approval_request_id,
+    matching_approval,
+)
+from ownloop.redaction import redact_sensitive
+from ownloop.tools import ValidatedCall
+
+__all__ = ["admit"]
+
+
+def admit(
+    config: LoopConfig, state: RunState, validated: ValidatedCall
+) -> Generator[Effect, Outcome, bool]:
+    """Decide whether a validated call may execute now.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+
+    Yields:
+        Revision reads and approver questions.
+
+    Returns:
+        ``True`` to execute; ``False`` when the model was told why not (the run goes on).
+    """
+    spec, call = validated.tool.spec, validated.call
+    decision = config.policy.decide(state.actor, spec, validated.canonical)
+    if isinstance(decision, Deny):
+        state.trace.emit(
+            ToolDenied, call_id=call.id, tool=spec.name, reason=decision.reason, rule=decision.rule
+        )
+        if config.on_denied == "fail":
+            end(
+                RunStatus.FAILED, StopReason.TOOL_DENIED, f"{spec.name!r} denied: {decision.reason}"
+            )
+        _tell(config, state, validated, f"Tool call denied by policy: {decision.reason}", "denied")
+        return False
+    if config.preconditions:
+        context = yield from completion_context(config, state.receipts)
+        for precondition in config.preconditions:
+            problem = precondition.problem(spec.name, context)
+            if problem is not None:
+                state.trace.emit(
+                    ToolRejected,
+                    call_id=call.id,
+                    tool=spec.name,
+                    code="check_required",
+                    reason=problem,
+                )
+                _tell(config, state, validated, f"check_required: {problem}", "check_required")
+                return False
+    if spec.requires_approval or isinstance(decision, RequireApproval):
+        reason = (
+            decision.reason
+            if isinstance(decision, RequireApproval)
+            else "the tool requires approval"
+        )
+        return (yield from _approve(config, state, validated, reason))
+    return True
+
+
+def _tell(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, text: str, source: str
+) -> None:
+    add_tool_observation(
+        state,
+        call_id=validated.call.id,
+        name=validated.call.name,
+        content=text,
+        max_chars=config.limits.max_observation_chars,
+        source=source,
+    )
+
+
+def _approve(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, reason: str
+) -> Generator[Effect, Outcome, bool]:
+    spec, call = validated.tool.spec, validated.call
+    revision = yield from current_revision(config)
+    digest = approval_digest(spec.name, validated.canonical, revision)
+    request = ApprovalRequest(
+        id=approval_request_id(state.run_id, call.id, digest),
+        call_id=call.id,
+        tool=spec.name,
+        arguments=redact_sensitive(validated.canonical, spec.sensitive),
+        digest=digest,
+        revision=revision,
+        actor=state.actor,
+        reason=reason[:1024],
+        requested_at=config.clock.now(),
+    )
+    approval = matching_approval(request, state.approvals)
+    source = "supplied"
+    if approval is None:
+        state.trace.emit(
+            ApprovalRequested,
+            request_id=request.id,
+            call_id=call.id,
+            tool=spec.name,
+            digest=digest,
+            revision=revision,
+            reason=request.reason,
+        )
+        if config.has_approver:
+            outcome = yield AskApprover(request)
+            decided = outcome.approval if isinstance(outcome, Decided) else None
+            approval = matching_approval(request, [decided] if decided is not None else [])
+            source = "approver"
+    if approval is None:
+        state.approval_requests = [request]
+        end(
+            RunStatus.PAUSED,
+            StopReason.APPROVAL_REQUIRED,
+            f"{spec.name!r} needs an approval (request {request.id}): {request.reason}",
+        )
+    if approval in state.approvals:
+        state.approvals.remove(approval)  # consumed by the call it admits
+    state.decisions.append(approval)
+    state.approval_requests = []
+    state.trace.emit(
+        ApprovalDecided,
+        request_id=request.id,
+        call_id=call.id,
+        approved=approval.approved,
+        approver=approval.approver,
+        reason=approval.reason,
+        source=source,
+    )
+    if approval.approved:
+        return True
+    why = approval.reason or "no reason given"
+    if config.on_approval_denied == "fail":
+        end(
+            RunStatus.FAILED,
+            StopReason.APPROVAL_DENIED,
+            f"{approval.approver} denied {spec.name!r}: {why}",
+        )
+    _tell(
+        config,
+        state,
+        validated,
+        f"Approval denied by {approval.approver}: {why}",
+        "approval_denied",
+    )
+    return False

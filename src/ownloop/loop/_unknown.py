@@ -1,0 +1,72 @@
+"""Settling writes whose effect is unknown, only through the lookup the tool declared.
+
+Nothing here guesses: a lookup that confirms the effect records it as applied; one that says it
+did not happen clears the write for a retry of the same call with the same idempotency key; any
+other answer — including a lookup that fails — leaves the operation pending.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from ownloop.contracts import EffectReconciled, Receipt
+from ownloop.loop._execute import execute, tool_context
+from ownloop.loop._revision import current_revision
+from ownloop.loop.config import LoopConfig
+from ownloop.loop.effects import Effect, Outcome, Reconcile, ToolReturn
+from ownloop.loop.state import RunState
+from ownloop.tools import Confirmed, NotApplied, render_observation, to_jsonable
+
+__all__ = ["settle_pending"]
+
+
+def settle_pending(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
+    """Ask every pending write's lookup once; settle what it answers authoritatively.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+
+    Yields:
+        `Reconcile` per pending write with a lookup, and the effects of a cleared retry.
+    """
+    for operation in list(state.pending):
+        validated = state.pending_calls.get(operation.call_id)
+        if validated is None or validated.tool.reconcile is None:
+            continue
+        spec, call_id = validated.tool.spec, operation.call_id
+        revision = yield from current_revision(config)
+        outcome = yield Reconcile(validated, tool_context(config, state, validated, 1, revision))
+        verdict = outcome.value if isinstance(outcome, ToolReturn) else None
+        if isinstance(verdict, Confirmed):
+            state.trace.emit(EffectReconciled, call_id=call_id, tool=spec.name, outcome="confirmed")
+            state.settle(call_id)
+            data = to_jsonable(verdict.data)
+            state.receipts.append(
+                Receipt(
+                    call_id=call_id,
+                    tool=spec.name,
+                    status="ok",
+                    effect="applied",
+                    revision=revision,
+                    data=data,
+                )
+            )
+            found = render_observation(data)
+            state.deferred_feedback.append(
+                f"The effect of {spec.name} (call {call_id}) is confirmed: {found}"
+            )
+        elif isinstance(verdict, NotApplied):
+            state.trace.emit(
+                EffectReconciled, call_id=call_id, tool=spec.name, outcome="not_applied"
+            )
+            state.settle(call_id)
+            receipt = yield from execute(config, state, validated)
+            if receipt.status == "unknown":
+                state.add_pending(validated, receipt.message or "effect unknown", receipt.revision)
+            state.deferred_feedback.append(
+                f"{spec.name} (call {call_id}) had not taken effect and was retried with the same "
+                f"idempotency key: {receipt.status} {render_observation(receipt.data)}"
+            )
+        else:
+            state.trace.emit(EffectReconciled, call_id=call_id, tool=spec.name, outcome="unknown")

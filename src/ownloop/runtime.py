@@ -1,0 +1,144 @@
+"""The driver: performs the effects the loop core decides, and feeds the outcomes back.
+
+This is the only place a run touches the outside world — the model port, tool handlers, the
+application's revision callable, the approver and reconcile lookups, the clock. Failures become
+`Failure` outcomes for the core to classify; the driver itself decides nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ownloop.clock import Clock
+from ownloop.contracts import Approval, ApprovalRequest, ModelResponse, RunResult
+from ownloop.loop import (
+    AskApprover,
+    CallModel,
+    Decided,
+    Effect,
+    Failure,
+    InvokeTool,
+    LoopGenerator,
+    Outcome,
+    ReadRevision,
+    Reconcile,
+    Revision,
+    Sleep,
+    ToolReturn,
+)
+from ownloop.models import AgentModel
+
+__all__ = ["Approver", "Driver", "RevisionSource"]
+
+Approver = Callable[[ApprovalRequest], "Approval | Awaitable[Approval | None] | None"]
+"""Decides an approval request inline (a CLI prompt, a chat button); ``None`` means "not now"."""
+
+RevisionSource = Callable[[], "str | Awaitable[str | None] | None"]
+"""Returns a digest of the state writes change, so approvals and checks bind to it."""
+
+
+async def _resolve(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+class Driver:
+    """Performs a run's effects.
+
+    Args:
+        model: The model port.
+        clock: The clock to sleep on.
+        approver: Decides approval requests inline, if configured.
+        revision: Reads the application's state revision, if tracked.
+    """
+
+    def __init__(
+        self,
+        model: AgentModel,
+        clock: Clock,
+        approver: Approver | None = None,
+        revision: RevisionSource | None = None,
+    ) -> None:
+        self._model = model
+        self._clock = clock
+        self._approver = approver
+        self._revision = revision
+
+    async def drive(self, loop: LoopGenerator) -> RunResult:
+        """Run the core to its end, performing every effect it yields.
+
+        Args:
+            loop: The core's generator.
+
+        Returns:
+            The run's result.
+        """
+        perform = self.perform
+        try:
+            effect = next(loop)
+            while True:
+                effect = loop.send(await perform(effect))
+        except StopIteration as finished:
+            result: RunResult = finished.value
+            return result
+
+    async def perform(self, effect: Effect) -> Outcome:  # noqa: PLR0911 - one return per effect
+        """Perform one effect.
+
+        Args:
+            effect: What the core asked for.
+
+        Returns:
+            Its outcome.
+        """
+        if isinstance(effect, CallModel):
+            return await self._call_model(effect)
+        if isinstance(effect, InvokeTool):
+            try:
+                return ToolReturn(
+                    await effect.call.tool.invoke(effect.call.arguments, effect.context)
+                )
+            except Exception as error:  # the core classifies every tool failure
+                return Failure(error)
+        if isinstance(effect, ReadRevision):
+            value = await _resolve(self._revision()) if self._revision is not None else None
+            return Revision(None if value is None else str(value))
+        if isinstance(effect, AskApprover):
+            return await self._ask(effect.request)
+        if isinstance(effect, Reconcile):
+            lookup = effect.call.tool.reconcile
+            try:
+                verdict = (
+                    await _resolve(lookup(effect.call.arguments, effect.context))
+                    if lookup
+                    else None
+                )
+            except Exception as error:  # a failed lookup settles nothing
+                return Failure(error)
+            return ToolReturn(verdict)
+        if isinstance(effect, Sleep):
+            await self._clock.sleep(effect.seconds)
+        return None
+
+    async def _ask(self, request: ApprovalRequest) -> Decided:
+        if self._approver is None:
+            return Decided(None)
+        try:
+            decision = await _resolve(self._approver(request))
+        except Exception:  # an approver that fails has not approved: pause
+            return Decided(None)
+        return Decided(decision if isinstance(decision, Approval) else None)
+
+    async def _call_model(self, effect: CallModel) -> Outcome:
+        try:
+            async with asyncio.timeout(effect.timeout_s if effect.timeout_s > 0 else 0):
+                response: object = await self._model.respond(effect.request)
+        except Exception as error:  # the core classifies every model failure
+            return Failure(error)
+        if not isinstance(response, ModelResponse):
+            return Failure(
+                TypeError(f"the model returned {type(response).__name__}, not a ModelResponse")
+            )
+        return response
