@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import os
 import platform
+import socket
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib import metadata
@@ -27,18 +29,20 @@ from ownloop.contracts import (
     Message,
     ModelSettings,
     RunResult,
+    RunSnapshot,
     RunStatus,
     SystemMessage,
     ToolSpec,
     UserMessage,
     Versions,
 )
-from ownloop.exceptions import ConfigurationError, InputRejected
-from ownloop.loop import LoopConfig, RunState, run_loop
+from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
+from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
 from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
-from ownloop.runtime import Approver, Driver, RevisionSource
+from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
+from ownloop.store import RunStore
 from ownloop.tools import ToolRegistry, ValidatedCall
 from ownloop.tracing import TraceRecorder, TraceSink
 from ownloop.validators import (
@@ -71,6 +75,49 @@ def _run_blocking(make: Callable[[], Awaitable[T]], name: str) -> T:
     )
 
 
+def _snapshot_of_result(paused: RunResult) -> RunSnapshot:
+    """Turn a paused result (in memory, no store) into the snapshot a resume starts from."""
+    resume = paused.resume
+    if paused.status is not RunStatus.PAUSED or resume is None:
+        raise ConfigurationError(
+            f"run {paused.run_id} is {paused.status.value}, not paused: it cannot be resumed"
+        )
+    return RunSnapshot(
+        run_id=paused.run_id,
+        state="paused",
+        task=resume.task,
+        actor=resume.actor,
+        usage=paused.usage,
+        limits=paused.limits,
+        messages=paused.messages,
+        trace=paused.trace,
+        evidence=paused.evidence,
+        receipts=paused.receipts,
+        pending=paused.pending,
+        approvals=paused.approvals,
+        available_approvals=resume.approvals,
+        approval_requests=paused.approval_requests,
+        queue=resume.queue,
+        admitted_call_id=resume.admitted_call_id,
+        last_action=resume.last_action,
+        repeats=resume.repeats,
+        elapsed_s=resume.elapsed_s,
+        versions=paused.versions,
+        result=paused,
+    )
+
+
+def _check_requests(snapshot: RunSnapshot, decisions: list[Approval]) -> None:
+    """Refuse approvals naming a request the run is not waiting for (a typo, another run)."""
+    waiting = {request.id for request in snapshot.approval_requests}
+    for approval in decisions:
+        if approval.request_id is not None and approval.request_id not in waiting:
+            raise ConfigurationError(
+                f"approval names request {approval.request_id}, which run {snapshot.run_id} "
+                f"is not waiting for (waiting: {', '.join(sorted(waiting)) or 'none'})"
+            )
+
+
 class Agent:
     """A bounded, auditable agent: a model that proposes and a runtime that decides.
 
@@ -94,6 +141,10 @@ class Agent:
         settings: Sampling settings sent with every model request.
         stream: Ask the model adapter to stream responses (sets ``settings.stream``).
         trace_sinks: Callables receiving every trace event as it is recorded.
+        store: Where runs are checkpointed after every step and their writes journaled, so a
+            paused or crashed run resumes in another process without repeating a write.
+        worker_id: This worker's name in leases (default: host name and process id).
+        lease_ttl_s: How long a worker's lease on a run lasts before another may take over.
 
     Raises:
         ConfigurationError: If an argument cannot work (no ``respond`` method, not a registry,
@@ -119,6 +170,9 @@ class Agent:
         settings: ModelSettings | None = None,
         stream: bool = False,
         trace_sinks: Sequence[TraceSink] = (),
+        store: RunStore | None = None,
+        worker_id: str | None = None,
+        lease_ttl_s: float = 300.0,
     ) -> None:
         if not callable(getattr(model, "respond", None)):
             raise ConfigurationError(
@@ -150,9 +204,15 @@ class Agent:
             tracks_revision=revision is not None,
             on_denied=on_denied,
             on_approval_denied=on_approval_denied,
+            durable=store is not None,
         )
         self._driver = Driver(model, self._config.clock, approver, revision)
         self._sinks = tuple(trace_sinks)
+        self.store = store
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"[:MAX_ID_CHARS]
+        if lease_ttl_s <= 0:
+            raise ConfigurationError("lease_ttl_s must be positive")
+        self._lease_ttl_s = lease_ttl_s
 
     def _validator(self, validators: Iterable[CheckFunction]) -> CompletionValidator | None:
         checks = [as_validator(check) for check in validators]
@@ -227,7 +287,18 @@ class Agent:
             tools=self.offered_tools(actor),
             approvals=list(approvals),
         )
-        return await self._driver.drive(run_loop(config, state))
+        return await self._drive(state, version=None)
+
+    async def _drive(self, state: RunState, version: int | None) -> RunResult:
+        """Drive a run, holding its lease for the whole segment when a store is configured."""
+        loop = run_loop(self._config, state)
+        if self.store is None:
+            return await self._driver.drive(loop)
+        lease = await self.store.acquire_lease(state.run_id, self.worker_id, self._lease_ttl_s)
+        try:
+            return await self._driver.drive(loop, RunSession(self.store, lease, version))
+        finally:
+            await self.store.release_lease(lease)
 
     def run_sync(
         self,
@@ -255,65 +326,63 @@ class Agent:
             lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals), "run"
         )
 
-    async def resume(self, paused: RunResult, *, approvals: Iterable[Approval] = ()) -> RunResult:
-        """Continue a paused run exactly where it stopped, with new approval decisions.
+    async def resume(
+        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+    ) -> RunResult:
+        """Continue a paused (or, from a store, interrupted) run exactly where it stopped.
 
         Args:
-            paused: The paused run's result.
-            approvals: Decisions, each naming a request the run waits for (or an exact digest).
+            paused: The paused run's result, or a run id to load from the agent's store (a
+                run paused for approval, or one whose worker died mid-run).
+            approvals: Decisions, each naming a request the run waits for (or an exact digest);
+                decisions submitted to the store (``ownloop approve``) are added.
 
         Returns:
-            The result of the continued run; its trace holds the events from before the pause.
+            The result of the continued run; its trace holds the events from before.
 
         Raises:
-            ConfigurationError: If the run is not paused, or an approval names a request the run
-                is not waiting for.
+            ConfigurationError: If the run is finished, or an approval names a request the run
+                is not waiting for, or a run id is given without a store.
+            RunNotFound: If the store has no such run.
+            RunLeased: If another worker is executing the run.
         """
-        resume = paused.resume
-        if paused.status is not RunStatus.PAUSED or resume is None:
-            raise ConfigurationError(
-                f"run {paused.run_id} is {paused.status.value}, not paused: it cannot be resumed"
-            )
         decisions = list(approvals)
-        waiting = {request.id for request in paused.approval_requests}
-        for approval in decisions:
-            if approval.request_id is not None and approval.request_id not in waiting:
-                raise ConfigurationError(
-                    f"approval names request {approval.request_id}, which run {paused.run_id} "
-                    f"is not waiting for (waiting: {', '.join(sorted(waiting)) or 'none'})"
-                )
-        config = self._config
-        state = RunState(
-            run_id=paused.run_id,
-            task=resume.task,
-            actor=resume.actor,
-            started_at=config.clock.monotonic() - resume.elapsed_s,
-            trace=TraceRecorder(
-                paused.run_id, config.clock, self._sinks, start_seq=paused.trace[-1].seq
-            ),
-            usage=paused.usage,
-            messages=list(paused.messages),
-            evidence={item.id: item for item in paused.evidence},
-            receipts=list(paused.receipts),
-            pending=list(paused.pending),
-            last_action=resume.last_action,
-            repeats=resume.repeats,
-            tools=self.offered_tools(resume.actor),
-            queue=list(resume.queue),
-            admitted_call_id=resume.admitted_call_id,
-            approvals=[*resume.approvals, *decisions],
-            decisions=list(paused.approvals),
-            approval_requests=list(paused.approval_requests),
-            prior_trace=paused.trace,
+        if isinstance(paused, RunResult) and self.store is None:
+            snapshot, version = _snapshot_of_result(paused), None
+        else:
+            run_id = paused if isinstance(paused, str) else paused.run_id
+            if self.store is None:
+                raise ConfigurationError("resuming a run by id needs Agent(store=...)")
+            stored = await self.store.get(run_id)
+            if stored is None:
+                raise RunNotFound(f"no run {run_id!r} in {self.store!r}")
+            snapshot, version = stored.snapshot, stored.version
+            decisions = [*await self.store.submitted_approvals(run_id), *decisions]
+        if snapshot.state == "finished":
+            status = snapshot.result.status.value if snapshot.result else "finished"
+            raise ConfigurationError(
+                f"run {snapshot.run_id} is {status}, not paused: it cannot be resumed"
+            )
+        _check_requests(snapshot, decisions)
+        journal = await self.store.journal(snapshot.run_id) if self.store is not None else []
+        state = restore_state(
+            snapshot,
+            clock=self._config.clock,
+            sinks=self._sinks,
+            tools=self.offered_tools(snapshot.actor),
+            approvals=decisions,
+            journal=journal,
         )
         state.pending_calls = self._pending_calls(state)
-        return await self._driver.drive(run_loop(config, state))
+        return await self._drive(state, version)
 
-    def resume_sync(self, paused: RunResult, *, approvals: Iterable[Approval] = ()) -> RunResult:
+    def resume_sync(
+        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+    ) -> RunResult:
         """Resume a paused run from synchronous code; the same as awaiting `resume`.
 
         Args:
-            paused: The paused run's result.
+            paused: The paused run's result, or a run id to load from the store.
             approvals: The decisions.
 
         Returns:

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ownloop.clock import Clock
-from ownloop.contracts import Approval, ApprovalRequest, ModelResponse, RunResult
+from ownloop.contracts import Approval, ApprovalRequest, Lease, ModelResponse, RunResult
 from ownloop.loop import (
     AskApprover,
     CallModel,
@@ -23,15 +23,19 @@ from ownloop.loop import (
     InvokeTool,
     LoopGenerator,
     Outcome,
+    Persist,
     ReadRevision,
     Reconcile,
+    RecordIntent,
+    RecordReceipt,
     Revision,
     Sleep,
     ToolReturn,
 )
 from ownloop.models import AgentModel
+from ownloop.store import RunStore
 
-__all__ = ["Approver", "Driver", "RevisionSource"]
+__all__ = ["Approver", "Driver", "RevisionSource", "RunSession"]
 
 Approver = Callable[[ApprovalRequest], "Approval | Awaitable[Approval | None] | None"]
 """Decides an approval request inline (a CLI prompt, a chat button); ``None`` means "not now"."""
@@ -42,6 +46,36 @@ RevisionSource = Callable[[], "str | Awaitable[str | None] | None"]
 
 async def _resolve(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
+
+
+class RunSession:
+    """The durable side of one run: its store, lease and the version last saved.
+
+    Args:
+        store: Where the run is checkpointed and journaled.
+        lease: The lease this worker holds on the run.
+        version: The stored version this worker last saw (``None`` for a new run).
+    """
+
+    def __init__(self, store: RunStore, lease: Lease | None, version: int | None) -> None:
+        self.store = store
+        self.lease = lease
+        self.version = version
+
+    async def perform(self, effect: Persist | RecordIntent | RecordReceipt) -> None:
+        """Save a checkpoint or a journal record.
+
+        Args:
+            effect: What to record.
+        """
+        if isinstance(effect, Persist):
+            self.version = await self.store.save(
+                effect.snapshot, expected_version=self.version, lease=self.lease
+            )
+        elif isinstance(effect, RecordIntent):
+            await self.store.record_intent(effect.intent)
+        else:
+            await self.store.record_receipt(effect.run_id, effect.call_id, effect.receipt)
 
 
 class Driver:
@@ -66,11 +100,12 @@ class Driver:
         self._approver = approver
         self._revision = revision
 
-    async def drive(self, loop: LoopGenerator) -> RunResult:
+    async def drive(self, loop: LoopGenerator, session: RunSession | None = None) -> RunResult:
         """Run the core to its end, performing every effect it yields.
 
         Args:
             loop: The core's generator.
+            session: The run's store and lease, when it is durable.
 
         Returns:
             The run's result.
@@ -79,6 +114,11 @@ class Driver:
         try:
             effect = next(loop)
             while True:
+                if isinstance(effect, Persist | RecordIntent | RecordReceipt):
+                    if session is not None:
+                        await session.perform(effect)
+                    effect = loop.send(None)
+                    continue
                 effect = loop.send(await perform(effect))
         except StopIteration as finished:
             result: RunResult = finished.value
@@ -120,7 +160,7 @@ class Driver:
             return ToolReturn(verdict)
         if isinstance(effect, Sleep):
             await self._clock.sleep(effect.seconds)
-        return None
+        return None  # durable records are the session's (see drive)
 
     async def _ask(self, request: ApprovalRequest) -> Decided:
         if self._approver is None:

@@ -5,6 +5,14 @@ No I/O happens here. Each record round-trips through JSON exactly:
 """
 
 from ownloop.contracts._base import MAX_ID_CHARS, TOOL_NAME_PATTERN, JsonValue, utc_now
+from ownloop.contracts.durable import (
+    SNAPSHOT_SCHEMA_VERSION,
+    JournalEntry,
+    Lease,
+    RunSnapshot,
+    RunSummary,
+    WriteIntent,
+)
 from ownloop.contracts.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -53,6 +61,7 @@ from ownloop.contracts.tools import (
 
 __all__ = [
     "MAX_ID_CHARS",
+    "SNAPSHOT_SCHEMA_VERSION",
     "TOOL_NAME_PATTERN",
     "Actor",
     "Approval",
@@ -66,7 +75,9 @@ __all__ = [
     "EffectReconciled",
     "EventBase",
     "Evidence",
+    "JournalEntry",
     "JsonValue",
+    "Lease",
     "Limits",
     "Message",
     "ModelFailed",
@@ -87,8 +98,10 @@ __all__ = [
     "RunFinished",
     "RunResult",
     "RunResumed",
+    "RunSnapshot",
     "RunStarted",
     "RunStatus",
+    "RunSummary",
     "StopReason",
     "SystemMessage",
     "TokenUsage",
@@ -104,5 +117,6 @@ __all__ = [
     "Usage",
     "UserMessage",
     "Versions",
+    "WriteIntent",
     "utc_now",
 ]

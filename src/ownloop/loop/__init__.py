@@ -1,5 +1,6 @@
 """The loop core: the run as a state machine that yields effects and never performs them."""
 
+from ownloop.loop._snapshot import restore_state, snapshot_of
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.core import LoopGenerator, run_loop
 from ownloop.loop.effects import (
@@ -10,8 +11,11 @@ from ownloop.loop.effects import (
     Failure,
     InvokeTool,
     Outcome,
+    Persist,
     ReadRevision,
     Reconcile,
+    RecordIntent,
+    RecordReceipt,
     Revision,
     Sleep,
     ToolReturn,
@@ -28,11 +32,16 @@ __all__ = [
     "LoopConfig",
     "LoopGenerator",
     "Outcome",
+    "Persist",
     "ReadRevision",
     "Reconcile",
+    "RecordIntent",
+    "RecordReceipt",
     "Revision",
     "RunState",
     "Sleep",
     "ToolReturn",
+    "restore_state",
     "run_loop",
+    "snapshot_of",
 ]

@@ -21,12 +21,22 @@ from ownloop.contracts import (
     ToolFinished,
     ToolSpec,
     ToolStarted,
+    WriteIntent,
 )
 from ownloop.exceptions import TransientToolError
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
-from ownloop.loop.effects import Effect, Failure, InvokeTool, Outcome, Sleep, ToolReturn
+from ownloop.loop.effects import (
+    Effect,
+    Failure,
+    InvokeTool,
+    Outcome,
+    RecordIntent,
+    RecordReceipt,
+    Sleep,
+    ToolReturn,
+)
 from ownloop.loop.state import RunState
 from ownloop.retry import GiveUp, retry_after_hint
 from ownloop.tools import ToolContext, ValidatedCall, to_jsonable
@@ -109,6 +119,21 @@ def execute(
         The receipt (``ok``, ``error`` or ``unknown``), checked and recorded.
     """
     limits, spec, call_id = config.limits, validated.tool.spec, validated.call.id
+    journaled = config.durable and spec.effect == "write"
+    if journaled:
+        entry = state.journal.get(call_id)
+        if entry is not None:
+            return _replay(state, spec, call_id, entry.receipt)
+        yield RecordIntent(
+            WriteIntent(
+                run_id=state.run_id,
+                call_id=call_id,
+                tool=spec.name,
+                idempotency_key=idempotency_key(state.run_id, call_id, validated.digest),
+                arguments_digest=validated.digest,
+                recorded_at=config.clock.now(),
+            )
+        )
     attempt = 1
     while True:
         end_for_budget(check_before_tool_attempt(limits, state.usage))
@@ -139,10 +164,35 @@ def execute(
             return receipt_invalid(config, state, validated, receipt, problem)
         if receipt.status != "transient":
             state.receipts.append(receipt)
+            if journaled:
+                yield RecordReceipt(state.run_id, call_id, receipt)
             return receipt
         error = outcome.error if isinstance(outcome, Failure) else None
         yield from _retry(config, state, spec, attempt=attempt, receipt=receipt, error=error)
         attempt += 1
+
+
+def _replay(state: RunState, spec: ToolSpec, call_id: str, journaled: Receipt | None) -> Receipt:
+    """Answer a write found in the journal without executing it again."""
+    receipt = journaled or Receipt(
+        call_id=call_id,
+        tool=spec.name,
+        status="unknown",
+        effect="unknown",
+        message="the process stopped after this write started and before its outcome was recorded",
+    )
+    state.trace.emit(
+        ToolFinished,
+        call_id=call_id,
+        tool=spec.name,
+        attempt=1,
+        status=receipt.status,
+        effect=receipt.effect,
+        duration_s=0.0,
+        message="from the write journal; not executed again",
+    )
+    state.receipts.append(receipt)
+    return receipt
 
 
 def receipt_problem(

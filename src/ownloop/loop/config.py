@@ -34,6 +34,7 @@ class LoopConfig:
         tracks_revision: Whether the application gave a revision callable.
         on_denied: ``fail`` ends the run on a denied call; ``observe`` tells the model instead.
         on_approval_denied: The same choice for a denied approval.
+        durable: Whether a store checkpoints the run and journals its writes.
     """
 
     registry: ToolRegistry
@@ -50,3 +51,4 @@ class LoopConfig:
     tracks_revision: bool = False
     on_denied: Literal["fail", "observe"] = "fail"
     on_approval_denied: Literal["fail", "observe"] = "fail"
+    durable: bool = False

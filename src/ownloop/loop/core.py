@@ -39,8 +39,9 @@ from ownloop.exceptions import ProviderError, UnexpectedModelCall
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._observe import add_feedback, truncate
 from ownloop.loop._revision import completion_context
+from ownloop.loop._snapshot import snapshot_of
 from ownloop.loop.config import LoopConfig
-from ownloop.loop.effects import CallModel, Effect, Failure, Outcome, Sleep
+from ownloop.loop.effects import CallModel, Effect, Failure, Outcome, Persist, Sleep
 from ownloop.loop.state import RunState
 from ownloop.loop.tool_step import block_on_pending, run_tool_call
 from ownloop.redaction import bound_value
@@ -78,12 +79,23 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
             limits=config.limits,
             versions=config.versions,
         )
+        yield from _checkpoint(config, state)
     try:
         yield from _run_queue(config, state)
         while True:
             yield from _model_turn(config, state)
     except RunEnded as ended:
-        return _finish(config, state, ended)
+        result = _finish(config, state, ended)
+    if config.durable:
+        paused = result.status is RunStatus.PAUSED
+        yield Persist(snapshot_of(config, state, "paused" if paused else "finished", result))
+    return result
+
+
+def _checkpoint(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
+    """Save the run as it stands, when a store is configured."""
+    if config.durable:
+        yield Persist(snapshot_of(config, state, "running"))
 
 
 def _run_queue(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
@@ -92,6 +104,7 @@ def _run_queue(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome
         yield from run_tool_call(config, state, state.queue[0])
         state.queue.pop(0)
         state.admitted_call_id = None
+        yield from _checkpoint(config, state)
     for feedback in state.deferred_feedback:
         add_feedback(
             state, content=feedback, max_chars=config.limits.max_observation_chars, source="runtime"
@@ -125,6 +138,7 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
     if response.tool_calls:
         end_for_budget(check_tokens(limits, state.usage, "after_usage"))
         state.queue = list(response.tool_calls)
+        yield from _checkpoint(config, state)
         yield from _run_queue(config, state)
         return
     if response.final_output is None:

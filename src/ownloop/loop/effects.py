@@ -10,7 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ownloop.contracts import Approval, ApprovalRequest, ModelRequest, ModelResponse
+from ownloop.contracts import (
+    Approval,
+    ApprovalRequest,
+    ModelRequest,
+    ModelResponse,
+    Receipt,
+    RunSnapshot,
+    WriteIntent,
+)
 from ownloop.tools import ToolContext, ValidatedCall
 
 __all__ = [
@@ -21,8 +29,11 @@ __all__ = [
     "Failure",
     "InvokeTool",
     "Outcome",
+    "Persist",
     "ReadRevision",
     "Reconcile",
+    "RecordIntent",
+    "RecordReceipt",
     "Revision",
     "Sleep",
     "ToolReturn",
@@ -96,6 +107,43 @@ class Reconcile:
 
 
 @dataclass(frozen=True, slots=True)
+class Persist:
+    """Checkpoint the run in the store.
+
+    Attributes:
+        snapshot: The run as it stands.
+    """
+
+    snapshot: RunSnapshot
+
+
+@dataclass(frozen=True, slots=True)
+class RecordIntent:
+    """Durably record that a write is about to execute (before it does).
+
+    Attributes:
+        intent: The write.
+    """
+
+    intent: WriteIntent
+
+
+@dataclass(frozen=True, slots=True)
+class RecordReceipt:
+    """Durably record how a journaled write ended.
+
+    Attributes:
+        run_id: The run.
+        call_id: The write's call.
+        receipt: The receipt.
+    """
+
+    run_id: str
+    call_id: str
+    receipt: Receipt
+
+
+@dataclass(frozen=True, slots=True)
 class Revision:
     """The revision read.
 
@@ -139,7 +187,17 @@ class Failure:
     error: BaseException
 
 
-Effect = CallModel | InvokeTool | Sleep | ReadRevision | AskApprover | Reconcile
+Effect = (
+    CallModel
+    | InvokeTool
+    | Sleep
+    | ReadRevision
+    | AskApprover
+    | Reconcile
+    | Persist
+    | RecordIntent
+    | RecordReceipt
+)
 """Anything the core may ask the driver to do."""
 
 Outcome = ModelResponse | ToolReturn | Failure | Revision | Decided | None

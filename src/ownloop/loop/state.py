@@ -12,6 +12,7 @@ from ownloop.contracts import (
     Approval,
     ApprovalRequest,
     Evidence,
+    JournalEntry,
     Message,
     PendingOperation,
     Receipt,
@@ -54,6 +55,7 @@ class RunState:
         prior_trace: Events recorded before a pause, when the run was resumed.
         deferred_feedback: Runtime messages for the model, held until the current turn's tool
             observations are complete (providers reject a message between them).
+        journal: The stored write journal by call id, when the run was restored from a store.
     """
 
     run_id: str
@@ -78,6 +80,7 @@ class RunState:
     pending_calls: dict[str, ValidatedCall] = field(default_factory=dict)
     prior_trace: tuple[TraceEvent, ...] = ()
     deferred_feedback: list[str] = field(default_factory=list)
+    journal: dict[str, JournalEntry] = field(default_factory=dict)
 
     def count(self, **increments: int) -> None:
         """Add to the named usage counters."""

@@ -1,0 +1,154 @@
+"""An in-memory `RunStore` for tests and single-process use: the reference semantics."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+from ownloop.contracts import (
+    SNAPSHOT_SCHEMA_VERSION,
+    Approval,
+    JournalEntry,
+    Lease,
+    Receipt,
+    RunSnapshot,
+    RunSummary,
+    WriteIntent,
+    utc_now,
+)
+from ownloop.exceptions import RunLeased, SchemaVersionError, StaleCheckpoint
+from ownloop.store._port import StoredRun
+
+__all__ = ["MemoryRunStore", "check_schema", "summarize"]
+
+
+def check_schema(snapshot: RunSnapshot) -> None:
+    """Refuse a snapshot whose schema version this ownloop does not know.
+
+    Args:
+        snapshot: The snapshot.
+
+    Raises:
+        SchemaVersionError: If its version is newer (or not positive).
+    """
+    if not 1 <= snapshot.schema_version <= SNAPSHOT_SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"run {snapshot.run_id} has snapshot schema version {snapshot.schema_version}; this "
+            f"ownloop reads versions 1 to {SNAPSHOT_SCHEMA_VERSION} (upgrade ownloop to resume it)"
+        )
+
+
+def summarize(snapshot: RunSnapshot, version: int) -> RunSummary:
+    """Return the listing line of a stored snapshot.
+
+    Args:
+        snapshot: The snapshot.
+        version: Its stored version.
+    """
+    result = snapshot.result
+    return RunSummary(
+        run_id=snapshot.run_id,
+        state=snapshot.state,
+        status=result.status.value if result is not None else None,
+        stop_reason=result.stop_reason.value if result is not None else None,
+        version=version,
+        updated_at=snapshot.saved_at,
+    )
+
+
+class MemoryRunStore:
+    """Keeps runs in a dict; lost when the process ends."""
+
+    def __init__(self) -> None:
+        self._runs: dict[str, StoredRun] = {}
+        self._leases: dict[str, Lease] = {}
+        self._journal: dict[str, list[JournalEntry]] = {}
+        self._approvals: dict[str, list[Approval]] = {}
+
+    async def save(
+        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+    ) -> int:
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
+        check_schema(snapshot)
+        if lease is not None:
+            self._check_lease(lease)
+        current = self._runs.get(snapshot.run_id)
+        found = current.version if current is not None else None
+        if found != expected_version:
+            raise StaleCheckpoint(
+                f"run {snapshot.run_id} is at version {found}, not {expected_version}: "
+                "another writer saved it first"
+            )
+        version = (found or 0) + 1
+        self._runs[snapshot.run_id] = StoredRun(snapshot, version)
+        return version
+
+    async def get(self, run_id: str) -> StoredRun | None:
+        """Return the latest snapshot and version, or ``None``."""
+        return self._runs.get(run_id)
+
+    async def list_runs(
+        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[RunSummary]:
+        """List runs, most recently updated first (see `RunStore`)."""
+        lines = [summarize(stored.snapshot, stored.version) for stored in self._runs.values()]
+        lines = [
+            line
+            for line in lines
+            if (state is None or line.state == state) and (status is None or line.status == status)
+        ]
+        lines.sort(key=lambda line: line.updated_at, reverse=True)
+        return lines[: max(1, min(limit, 1000))]
+
+    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        """Take the run's lease unless another owner holds an unexpired one."""
+        now = utc_now()
+        held = self._leases.get(run_id)
+        if held is not None and held.owner != owner and held.expires_at > now:
+            raise RunLeased(
+                f"run {run_id} is being executed by {held.owner} until {held.expires_at}"
+            )
+        lease = Lease(
+            run_id=run_id,
+            owner=owner,
+            token=uuid.uuid4().hex,
+            expires_at=now + timedelta(seconds=ttl_s),
+        )
+        self._leases[run_id] = lease
+        return lease
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if it is still held."""
+        if self._leases.get(lease.run_id) == lease:
+            del self._leases[lease.run_id]
+
+    def _check_lease(self, lease: Lease) -> None:
+        held = self._leases.get(lease.run_id)
+        if held is None or held.token != lease.token:
+            raise RunLeased(f"the lease on run {lease.run_id} was lost to another worker")
+
+    async def record_intent(self, intent: WriteIntent) -> None:
+        """Record a write about to execute."""
+        self._journal.setdefault(intent.run_id, []).append(JournalEntry(intent=intent))
+
+    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
+        """Record how a journaled write ended."""
+        entries = self._journal.get(run_id, [])
+        for index, entry in enumerate(entries):
+            if entry.intent.call_id == call_id:
+                entries[index] = entry.model_copy(update={"receipt": receipt})
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's write journal."""
+        return list(self._journal.get(run_id, []))
+
+    async def submit_approval(self, run_id: str, approval: Approval) -> None:
+        """Store a decision for the next resume."""
+        self._approvals.setdefault(run_id, []).append(approval)
+
+    async def submitted_approvals(self, run_id: str) -> list[Approval]:
+        """Return the decisions submitted for the run."""
+        return list(self._approvals.get(run_id, []))
+
+    def __repr__(self) -> str:
+        return f"MemoryRunStore(runs={len(self._runs)})"
