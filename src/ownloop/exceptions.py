@@ -18,7 +18,12 @@ tool that cannot be described), and *run failures* that carry the context needed
     │   │   ├── TransientModelError     worth retrying (rate limit, 5xx, timeout)
     │   │   └── PermanentModelError     not worth retrying (auth, bad request, quota)
     │   └── UnexpectedModelCall         a scripted model was asked more than its script
-    └── RunError                        a run could not continue; carries run id, step, usage
+    ├── RunError                        a run could not continue; carries run id, step, usage
+    └── StoreError                      a run store refused or failed an operation
+        ├── StaleCheckpoint             a newer checkpoint exists (optimistic version check)
+        ├── RunLeased                   another worker holds the run's lease
+        ├── RunNotFound                 no run with that id is stored
+        └── SchemaVersionError          a stored record is newer than this ownloop reads
 
 Handlers of a tool raise the signals; the runtime catches them. Applications catch `OwnloopError`
 (or one family) and never need to catch a third-party exception from ownloop's public API.
@@ -39,6 +44,11 @@ __all__ = [
     "ProviderError",
     "ProviderErrorCategory",
     "RunError",
+    "RunLeased",
+    "RunNotFound",
+    "SchemaVersionError",
+    "StaleCheckpoint",
+    "StoreError",
     "ToolDefinitionError",
     "TransientModelError",
     "TransientToolError",
@@ -52,7 +62,10 @@ ProviderErrorCategory = Literal[
     "model_not_found",
     "invalid_request",
     "unsupported_parameter",
+    "unsupported_feature",
+    "endpoint_not_supported",
     "invalid_tool_schema",
+    "tool_generation_failed",
     "rate_limit",
     "quota_exhausted",
     "request_too_large",
@@ -253,3 +266,26 @@ class RunError(OwnloopError):
         self.run_id = run_id
         self.step = step
         self.usage = usage or {}
+
+
+# --------------------------------------------------------------------------- stores
+
+
+class StoreError(OwnloopError):
+    """A run store refused or failed an operation."""
+
+
+class StaleCheckpoint(StoreError):
+    """The checkpoint being saved is older than the stored one; it was not written."""
+
+
+class RunLeased(StoreError):
+    """Another worker holds an unexpired lease on the run."""
+
+
+class RunNotFound(StoreError):
+    """No run with the given id is stored."""
+
+
+class SchemaVersionError(StoreError):
+    """A stored record has a schema version this ownloop does not know."""
