@@ -9,6 +9,7 @@ implementation.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import os
 import platform
@@ -20,6 +21,7 @@ from typing import Literal, TypeVar
 
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
+from ownloop.context import ContextPolicy
 from ownloop.contracts import (
     MAX_ID_CHARS,
     Actor,
@@ -36,6 +38,7 @@ from ownloop.contracts import (
     UserMessage,
     Versions,
 )
+from ownloop.cost import PriceTable
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
 from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
 from ownloop.models import AgentModel
@@ -44,7 +47,7 @@ from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore
 from ownloop.tools import ToolRegistry, ValidatedCall
-from ownloop.tracing import TraceRecorder, TraceSink
+from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
     CheckFunction,
     CompletionValidator,
@@ -58,6 +61,7 @@ __all__ = ["Agent"]
 T = TypeVar("T")
 
 
+@functools.cache
 def _sdk_version() -> str | None:
     try:
         return metadata.version("openai")
@@ -141,10 +145,18 @@ class Agent:
         settings: Sampling settings sent with every model request.
         stream: Ask the model adapter to stream responses (sets ``settings.stream``).
         trace_sinks: Callables receiving every trace event as it is recorded.
+        redactor: What the trace never shows (secret keys, patterns, values) and its size
+            bounds; the built-in rules by default. Parameters marked ``Sensitive()`` are
+            always added as secret keys.
         store: Where runs are checkpointed after every step and their writes journaled, so a
             paused or crashed run resumes in another process without repeating a write.
         worker_id: This worker's name in leases (default: host name and process id).
         lease_ttl_s: How long a worker's lease on a run lasts before another may take over.
+        context: Keeps requests bounded: compacts the conversation when the next request's
+            estimated size would exceed the policy's cap.
+        summarizer: A model that condenses the turns compaction removes (its calls count
+            against the run's budgets); without it a placeholder says what was removed.
+        prices: Token prices per model, for ``usage.cost`` and ``limits.max_cost``.
 
     Raises:
         ConfigurationError: If an argument cannot work (no ``respond`` method, not a registry,
@@ -170,9 +182,13 @@ class Agent:
         settings: ModelSettings | None = None,
         stream: bool = False,
         trace_sinks: Sequence[TraceSink] = (),
+        redactor: Redactor | None = None,
         store: RunStore | None = None,
         worker_id: str | None = None,
         lease_ttl_s: float = 300.0,
+        context: ContextPolicy | None = None,
+        summarizer: AgentModel | None = None,
+        prices: PriceTable | None = None,
     ) -> None:
         if not callable(getattr(model, "respond", None)):
             raise ConfigurationError(
@@ -187,6 +203,8 @@ class Agent:
         self.tools = tools if tools is not None else ToolRegistry()
         self.policy = policy if policy is not None else default_policy()
         self.limits = self.policy.apply_budgets(limits if limits is not None else Limits())
+        if self.limits.max_cost is not None and prices is None:
+            raise ConfigurationError("limits.max_cost needs a price table: Agent(prices=...)")
         validator = self._validator(validators)
         base = settings or ModelSettings()
         self._config = LoopConfig(
@@ -205,9 +223,13 @@ class Agent:
             on_denied=on_denied,
             on_approval_denied=on_approval_denied,
             durable=store is not None,
+            context=context,
+            has_summarizer=summarizer is not None,
+            prices=prices,
         )
-        self._driver = Driver(model, self._config.clock, approver, revision)
+        self._driver = Driver(model, self._config.clock, approver, revision, summarizer)
         self._sinks = tuple(trace_sinks)
+        self.redactor = redactor if redactor is not None else Redactor()
         self.store = store
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"[:MAX_ID_CHARS]
         if lease_ttl_s <= 0:
@@ -282,7 +304,7 @@ class Agent:
             task=task,
             actor=actor,
             started_at=config.clock.monotonic(),
-            trace=TraceRecorder(run_id, config.clock, self._sinks),
+            trace=TraceRecorder(run_id, config.clock, self._sinks, redactor=self._trace_redactor()),
             messages=self._opening_messages(task),
             tools=self.offered_tools(actor),
             approvals=list(approvals),
@@ -402,6 +424,11 @@ class Agent:
                 if isinstance(validated, ValidatedCall):
                     found[call.id] = validated
         return found
+
+    def _trace_redactor(self) -> Redactor:
+        """The run's redactor: the agent's, plus every ``Sensitive()`` parameter name as a key."""
+        names = sorted({name for spec in self.tools.specs() for name in spec.sensitive})
+        return self.redactor.with_keys(*names) if names else self.redactor
 
     def _check_inputs(self, task: str, run_id: str | None) -> str:
         if not isinstance(task, str) or not task.strip():

@@ -19,6 +19,7 @@ __all__ = [
     "check_before_model_call",
     "check_before_tool_attempt",
     "check_before_tool_call",
+    "check_cost",
     "check_deadline",
     "check_tokens",
 ]
@@ -81,17 +82,28 @@ def check_deadline(limits: Limits, elapsed_s: float, checkpoint: Checkpoint) -> 
     return _reached("deadline_s", limits.deadline_s, elapsed_s, checkpoint, StopReason.DEADLINE)
 
 
-def check_tokens(limits: Limits, usage: Usage, checkpoint: Checkpoint) -> BudgetBreach | None:
-    """Check the run's token budget.
+def check_tokens(
+    limits: Limits, usage: Usage, checkpoint: Checkpoint, upcoming: int = 0
+) -> BudgetBreach | None:
+    """Check the run's token budget, including a request about to be sent.
 
     Args:
         limits: The run's budgets.
         usage: The run's counters.
         checkpoint: Where the check is made.
+        upcoming: Estimated input tokens of the next request.
 
     Returns:
-        A breach when the tokens used reach the limit, else ``None``.
+        A breach when the tokens used reach the limit, or the next request would cross it.
     """
+    if upcoming and usage.total_tokens + upcoming > limits.max_total_tokens:
+        return BudgetBreach(
+            "max_total_tokens",
+            limits.max_total_tokens,
+            usage.total_tokens + upcoming,
+            checkpoint,
+            StopReason.MAX_TOTAL_TOKENS,
+        )
     return _reached(
         "max_total_tokens",
         limits.max_total_tokens,
@@ -115,6 +127,28 @@ def check_before_model_call(limits: Limits, usage: Usage) -> BudgetBreach | None
         "max_steps", limits.max_steps, usage.steps, "before_model_call", StopReason.MAX_STEPS
     )
     return steps or check_tokens(limits, usage, "before_model_call")
+
+
+def check_cost(limits: Limits, usage: Usage, upcoming: float) -> BudgetBreach | None:
+    """Check the run's money budget before a request whose input is estimated to cost ``upcoming``.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters.
+        upcoming: The next request's estimated input cost.
+
+    Returns:
+        A breach when spent plus upcoming would cross ``max_cost``, else ``None``.
+    """
+    if limits.max_cost is None or usage.cost + upcoming <= limits.max_cost:
+        return None
+    return BudgetBreach(
+        "max_cost",
+        limits.max_cost,
+        usage.cost + upcoming,
+        "before_model_call",
+        StopReason.MAX_COST,
+    )
 
 
 def check_before_model_attempt(

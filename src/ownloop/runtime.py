@@ -13,7 +13,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ownloop.clock import Clock
-from ownloop.contracts import Approval, ApprovalRequest, Lease, ModelResponse, RunResult
+from ownloop.contracts import (
+    Approval,
+    ApprovalRequest,
+    Lease,
+    ModelRequest,
+    ModelResponse,
+    RunResult,
+)
 from ownloop.loop import (
     AskApprover,
     CallModel,
@@ -30,6 +37,7 @@ from ownloop.loop import (
     RecordReceipt,
     Revision,
     Sleep,
+    Summarize,
     ToolReturn,
 )
 from ownloop.models import AgentModel
@@ -86,6 +94,7 @@ class Driver:
         clock: The clock to sleep on.
         approver: Decides approval requests inline, if configured.
         revision: Reads the application's state revision, if tracked.
+        summarizer: Condenses turns removed from the context, if configured.
     """
 
     def __init__(
@@ -94,8 +103,10 @@ class Driver:
         clock: Clock,
         approver: Approver | None = None,
         revision: RevisionSource | None = None,
+        summarizer: AgentModel | None = None,
     ) -> None:
         self._model = model
+        self._summarizer = summarizer
         self._clock = clock
         self._approver = approver
         self._revision = revision
@@ -134,7 +145,11 @@ class Driver:
             Its outcome.
         """
         if isinstance(effect, CallModel):
-            return await self._call_model(effect)
+            return await self._call_model(self._model, effect.request, max(effect.timeout_s, 0.0))
+        if isinstance(effect, Summarize):
+            if self._summarizer is None:
+                return None
+            return await self._call_model(self._summarizer, effect.request, None)
         if isinstance(effect, InvokeTool):
             try:
                 return ToolReturn(
@@ -171,10 +186,12 @@ class Driver:
             return Decided(None)
         return Decided(decision if isinstance(decision, Approval) else None)
 
-    async def _call_model(self, effect: CallModel) -> Outcome:
+    async def _call_model(
+        self, model: AgentModel, request: ModelRequest, timeout_s: float | None
+    ) -> Outcome:
         try:
-            async with asyncio.timeout(effect.timeout_s if effect.timeout_s > 0 else 0):
-                response: object = await self._model.respond(effect.request)
+            async with asyncio.timeout(timeout_s):
+                response: object = await model.respond(request)
         except Exception as error:  # the core classifies every model failure
             return Failure(error)
         if not isinstance(response, ModelResponse):

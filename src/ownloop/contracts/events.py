@@ -23,6 +23,7 @@ __all__ = [
     "ApprovalRequested",
     "BudgetExhausted",
     "CompletionRejected",
+    "ContextCompacted",
     "EffectReconciled",
     "EventBase",
     "ModelFailed",
@@ -417,6 +418,25 @@ class EffectReconciled(EventBase):
     outcome: Literal["confirmed", "not_applied", "unknown"]
 
 
+class ContextCompacted(EventBase):
+    """Earlier turns were removed (or summarized) so the next request fits its budget.
+
+    Attributes:
+        before_tokens: Estimated tokens of the conversation before.
+        after_tokens: Estimated tokens after.
+        dropped_messages: Messages removed.
+        dropped_turns: Whole turns removed (a tool call is never separated from its observation).
+        summarized: Whether a summarizer replaced them (else a placeholder did).
+    """
+
+    kind: Literal["context_compacted"] = "context_compacted"
+    before_tokens: int = Field(ge=0)
+    after_tokens: int = Field(ge=0)
+    dropped_messages: int = Field(ge=0)
+    dropped_turns: int = Field(ge=0)
+    summarized: bool = False
+
+
 TraceEvent = Annotated[
     RunStarted
     | ModelRequested
@@ -437,7 +457,8 @@ TraceEvent = Annotated[
     | ApprovalDecided
     | RunResumed
     | RevisionAudited
-    | EffectReconciled,
+    | EffectReconciled
+    | ContextCompacted,
     Field(discriminator="kind"),
 ]
 """Any trace event, discriminated by ``kind``."""

@@ -31,6 +31,8 @@ class Limits(Record):
         max_input_chars: The longest task accepted; longer tasks are refused before any model call.
         max_completion_rejections: Rejected final answers tolerated before the run stops.
         max_retries_per_call: Retries of one model or tool call, within the shared budgets.
+        max_cost: Money for the run, in the unit of the agent's price table (``None``: no cap);
+            the run stops before a request whose estimated cost would cross it.
     """
 
     max_steps: int = Field(default=10, ge=1, le=10_000)
@@ -45,6 +47,7 @@ class Limits(Record):
     max_input_chars: int = Field(default=20_000, ge=1)
     max_completion_rejections: int = Field(default=2, ge=0)
     max_retries_per_call: int = Field(default=3, ge=0, le=100)
+    max_cost: float | None = Field(default=None, ge=0)
 
     def __init__(self, **data: Any) -> None:
         try:
@@ -69,6 +72,8 @@ class Usage(Record):
         input_tokens: Input tokens reported by the provider.
         output_tokens: Output tokens reported by the provider.
         completion_rejections: Final answers the validators rejected.
+        cost: Money spent, in the unit of the agent's price table (0 without one).
+        compactions: Times the context was compacted.
     """
 
     steps: NonNegativeInt = 0
@@ -79,13 +84,15 @@ class Usage(Record):
     input_tokens: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
     completion_rejections: NonNegativeInt = 0
+    cost: float = Field(default=0.0, ge=0)
+    compactions: NonNegativeInt = 0
 
     @property
     def total_tokens(self) -> int:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def add(self, **increments: int) -> Usage:
+    def add(self, **increments: float) -> Usage:
         """Return a copy with the named counters increased.
 
         Args:

@@ -36,6 +36,7 @@ class StopReason(StrEnum):
     MAX_TOOL_CALLS = "max_tool_calls"
     MAX_TOOL_ATTEMPTS = "max_tool_attempts"
     MAX_TOTAL_TOKENS = "max_total_tokens"
+    MAX_COST = "max_cost"
     DEADLINE = "deadline"
     REPEATED_ACTION = "repeated_action"
     TOOL_DENIED = "tool_denied"

@@ -18,6 +18,7 @@ from ownloop.loop.effects import (
     RecordReceipt,
     Revision,
     Sleep,
+    Summarize,
     ToolReturn,
 )
 from ownloop.loop.state import RunState
@@ -40,6 +41,7 @@ __all__ = [
     "Revision",
     "RunState",
     "Sleep",
+    "Summarize",
     "ToolReturn",
     "restore_state",
     "run_loop",

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ownloop.clock import Clock
+from ownloop.context import ContextPolicy
 from ownloop.contracts import Limits, ModelSettings, Versions
+from ownloop.cost import PriceTable
 from ownloop.policy import Policy
 from ownloop.retry import RetryPolicy
 from ownloop.tools import ToolRegistry
@@ -35,6 +37,9 @@ class LoopConfig:
         on_denied: ``fail`` ends the run on a denied call; ``observe`` tells the model instead.
         on_approval_denied: The same choice for a denied approval.
         durable: Whether a store checkpoints the run and journals its writes.
+        context: When and how to compact the conversation, if at all.
+        has_summarizer: Whether compaction asks a summarizer model (else it leaves a placeholder).
+        prices: Token prices, for the run's cost and ``max_cost``.
     """
 
     registry: ToolRegistry
@@ -52,3 +57,6 @@ class LoopConfig:
     on_denied: Literal["fail", "observe"] = "fail"
     on_approval_denied: Literal["fail", "observe"] = "fail"
     durable: bool = False
+    context: ContextPolicy | None = None
+    has_summarizer: bool = False
+    prices: PriceTable | None = None

@@ -36,6 +36,7 @@ from ownloop.contracts import (
     StopReason,
 )
 from ownloop.exceptions import ProviderError, UnexpectedModelCall
+from ownloop.loop._context import charge, prepare_context
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._observe import add_feedback, truncate
 from ownloop.loop._revision import completion_context
@@ -120,6 +121,7 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
     limits = config.limits
     end_for_budget(check_before_model_call(limits, state.usage))
     end_for_budget(check_deadline(limits, _elapsed(config, state), "before_model_call"))
+    yield from prepare_context(config, state)
     state.count(steps=1)
     request = ModelRequest(
         run_id=state.run_id,
@@ -223,6 +225,7 @@ def _record_response(
     state.count(
         model_requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
     )
+    charge(config, state, response)
     if response.stop_reason is not None:
         decision = "stop"
     elif response.tool_calls:

@@ -36,6 +36,7 @@ __all__ = [
     "RecordReceipt",
     "Revision",
     "Sleep",
+    "Summarize",
     "ToolReturn",
 ]
 
@@ -104,6 +105,17 @@ class Reconcile:
 
     call: ValidatedCall
     context: ToolContext
+
+
+@dataclass(frozen=True, slots=True)
+class Summarize:
+    """Ask the summarizer model to condense turns being dropped from the context.
+
+    Attributes:
+        request: The summarization request.
+    """
+
+    request: ModelRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +209,7 @@ Effect = (
     | Persist
     | RecordIntent
     | RecordReceipt
+    | Summarize
 )
 """Anything the core may ask the driver to do."""
 

@@ -82,7 +82,7 @@ class RunState:
     deferred_feedback: list[str] = field(default_factory=list)
     journal: dict[str, JournalEntry] = field(default_factory=dict)
 
-    def count(self, **increments: int) -> None:
+    def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
         self.usage = self.usage.add(**increments)
 
