@@ -175,6 +175,10 @@ def test_write_timeout_is_an_unknown_effect() -> None:
     [
         (Receipt(call_id="c1", tool="check", status="transient", effect="applied"), "incoherent"),
         (Receipt(call_id="c1", tool="check", status="ok", effect="applied"), "claims an applied"),
+        (
+            Receipt(call_id="c1", tool="check", status="unknown", effect="unknown"),
+            "claims an unknown",
+        ),
         (Receipt(call_id="c1", tool="check", status="ok", revision="rev-old"), "not the current"),
         (Receipt(call_id="zz", tool="check"), "expected call"),
     ],

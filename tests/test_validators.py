@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from ownloop import ConfigurationError, Evidence
+from ownloop import ConfigurationError, Evidence, Receipt
 from ownloop.validators import (
     Accept,
+    CompletionContext,
     Reject,
     accept_all,
     as_validator,
     citations_observed,
     reject_all,
+    require_current_check,
 )
 
 EVIDENCE = (Evidence(id="R-02", tool="read_document", call_ids=("c1",)),)
@@ -67,3 +69,27 @@ def test_invalid_citation_patterns_are_configuration_errors() -> None:
         citations_observed("[")
     with pytest.raises(ConfigurationError, match="capturing group"):
         citations_observed(r"\[\w+\]")
+
+
+CHECK = Receipt(call_id="c1", tool="check_config", data={"passed": True}, revision="rev-2")
+EXPORT = Receipt(call_id="e1", tool="queue_export", effect="applied", revision="rev-2")
+
+
+def test_with_a_revision_the_revision_alone_decides_staleness() -> None:
+    """A write that left the tracked revision unchanged does not make the check stale."""
+    check = require_current_check("check_config")
+    same = CompletionContext(receipts=(CHECK, EXPORT), revision="rev-2")
+    moved = CompletionContext(receipts=(CHECK, EXPORT), revision="rev-3")
+    assert check("Done.", (), same) == Accept()
+    verdict = check("Done.", (), moved)
+    assert isinstance(verdict, Reject)
+    assert "rev-3" in verdict.reason
+
+
+def test_without_a_revision_a_check_after_the_last_write_is_current() -> None:
+    """With no revision tracked, a passing check that follows every write is accepted."""
+    check = require_current_check("check_config")
+    assert check("Done.", (), CompletionContext(receipts=(EXPORT, CHECK))) == Accept()
+    stale = check("Done.", (), CompletionContext(receipts=(CHECK, EXPORT)))
+    assert isinstance(stale, Reject)
+    assert "written after" in stale.reason

@@ -6,6 +6,7 @@ This module is the public facade; everything importable from ``ownloop`` is list
 from ownloop._version import __version__
 from ownloop.agent import Agent
 from ownloop.clock import Clock, SystemClock
+from ownloop.context import ContextPolicy
 from ownloop.contracts import (
     Actor,
     Approval,
@@ -17,6 +18,7 @@ from ownloop.contracts import (
     ModelSettings,
     PendingOperation,
     Receipt,
+    ResumeState,
     RunResult,
     RunStatus,
     StopReason,
@@ -26,6 +28,7 @@ from ownloop.contracts import (
     TraceEvent,
     Usage,
 )
+from ownloop.cost import Price, PriceTable
 from ownloop.exceptions import (
     ApprovalRequired,
     ConfigurationError,
@@ -36,6 +39,11 @@ from ownloop.exceptions import (
     PermanentModelError,
     ProviderError,
     RunError,
+    RunLeased,
+    RunNotFound,
+    SchemaVersionError,
+    StaleCheckpoint,
+    StoreError,
     ToolDefinitionError,
     TransientModelError,
     TransientToolError,
@@ -43,9 +51,27 @@ from ownloop.exceptions import (
     UnknownEffectError,
 )
 from ownloop.models import AgentModel
+from ownloop.policy import Policy
 from ownloop.retry import RetryPolicy
-from ownloop.tools import Sensitive, ToolContext, ToolRegistry, ToolRejection, ValidatedCall
-from ownloop.validators import Accept, CompletionValidator, Reject, citations_observed
+from ownloop.store import MemoryRunStore, RunStore
+from ownloop.tools import (
+    Confirmed,
+    NotApplied,
+    Sensitive,
+    StillUnknown,
+    ToolContext,
+    ToolRegistry,
+    ToolRejection,
+    ValidatedCall,
+)
+from ownloop.validators import (
+    Accept,
+    CompletionValidator,
+    Reject,
+    citations_observed,
+    require_current_check,
+    requires_check_before,
+)
 
 __all__ = [
     "Accept",
@@ -58,26 +84,41 @@ __all__ = [
     "Clock",
     "CompletionValidator",
     "ConfigurationError",
+    "Confirmed",
+    "ContextPolicy",
     "Evidence",
     "InputRejected",
     "Limits",
     "LoopSignal",
+    "MemoryRunStore",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
     "ModelSettings",
+    "NotApplied",
     "OwnloopError",
     "PendingOperation",
     "PermanentModelError",
+    "Policy",
+    "Price",
+    "PriceTable",
     "ProviderError",
     "Receipt",
     "Reject",
+    "ResumeState",
     "RetryPolicy",
     "RunError",
+    "RunLeased",
+    "RunNotFound",
     "RunResult",
     "RunStatus",
+    "RunStore",
+    "SchemaVersionError",
     "Sensitive",
+    "StaleCheckpoint",
+    "StillUnknown",
     "StopReason",
+    "StoreError",
     "SystemClock",
     "TokenUsage",
     "ToolCall",
@@ -95,4 +136,6 @@ __all__ = [
     "ValidatedCall",
     "__version__",
     "citations_observed",
+    "require_current_check",
+    "requires_check_before",
 ]

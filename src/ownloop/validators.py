@@ -252,11 +252,15 @@ def _current_check_problem(
         return f"no {tool} has run yet; run it on the current state"
     if not _passed(last_check, passed):
         return f"the last {tool} did not pass; fix the state and run it again"
-    if context.revision is not None and last_check.revision != context.revision:
-        return (
-            f"the last passing {tool} ran at revision {last_check.revision}, but the state is now "
-            f"at {context.revision}; run it again"
-        )
+    if context.revision is not None:
+        # The application's revision is the authority: a write that left it unchanged (queueing
+        # an export of the checked configuration) does not make the check stale.
+        if last_check.revision != context.revision:
+            return (
+                f"the last passing {tool} ran at revision {last_check.revision}, but the state is "
+                f"now at {context.revision}; run it again"
+            )
+        return None
     if write_after:
         return f"the state was written after the last passing {tool}; run it again"
     return None

@@ -1,4 +1,9 @@
-"""``ownloop demo``: the offline research demo, with a readable summary of the run."""
+"""``ownloop demo``: the offline demos — research (a readable run summary) and harness (JSON lines).
+
+``ownloop demo`` and ``ownloop demo research`` run the research demo; ``ownloop demo harness`` runs
+the harness article's five loop scenarios against a local export worker and prints one JSON line
+each. The budget flags apply to the research demo only.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +11,11 @@ import argparse
 import json
 
 from ownloop.contracts import Limits, RunResult
+from ownloop.demo.harness import run_harness_scenarios
 from ownloop.demo.research import DEFAULT_QUESTION, build_agent, build_registry
 from ownloop.tracing import format_trace
 
-__all__ = ["print_summary", "register", "run_demo"]
+__all__ = ["print_summary", "register", "run_demo", "run_harness"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,7 +24,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     Args:
         commands: The ``ownloop`` command's subparsers.
     """
-    demo = commands.add_parser("demo", help="run the offline research demo (no key, no network)")
+    demo = commands.add_parser(
+        "demo", help="run an offline demo: research (default) or harness (no key, no network)"
+    )
+    demo.add_argument(
+        "which",
+        nargs="?",
+        choices=("research", "harness"),
+        default="research",
+        help="research: answer a question with citations; harness: the five loop scenarios",
+    )
     demo.add_argument("--question", default=DEFAULT_QUESTION, help="the question to research")
     demo.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
     demo.add_argument("--max-steps", type=int, default=6, help="step budget (default 6)")
@@ -59,8 +74,10 @@ def run_demo(arguments: argparse.Namespace) -> int:
         arguments: The parsed command line.
 
     Returns:
-        0 when the run completed, 1 otherwise.
+        0 when the run completed (harness: every scenario ended as expected), 1 otherwise.
     """
+    if arguments.which == "harness":
+        return run_harness()
     if arguments.schemas:
         specs = [spec.model_dump(mode="json") for spec in build_registry().specs()]
         print(json.dumps(specs, indent=2))
@@ -76,3 +93,15 @@ def run_demo(arguments: argparse.Namespace) -> int:
     else:
         print_summary(result)
     return 0 if result.status.value == "completed" else 1
+
+
+def run_harness() -> int:
+    """Run the harness scenarios and print one JSON line per scenario.
+
+    Returns:
+        0 when every scenario ended with its expected status and stop reason, 1 otherwise.
+    """
+    summaries = run_harness_scenarios()
+    for summary in summaries:
+        print(json.dumps(summary))
+    return 0 if all(summary["as_expected"] for summary in summaries) else 1

@@ -216,8 +216,8 @@ def receipt_problem(
         )
     if receipt.effect not in _COHERENT[receipt.status]:
         return f"status {receipt.status!r} with effect {receipt.effect!r} is incoherent"
-    if receipt.effect == "applied" and spec.effect == "read":
-        return f"read tool {spec.name!r} claims an applied effect"
+    if receipt.effect != "none" and spec.effect == "read":
+        return f"read tool {spec.name!r} claims an {receipt.effect} effect"
     if revision is not None and receipt.revision != revision:
         return f"receipt revision {receipt.revision!r} is not the current revision {revision!r}"
     return None

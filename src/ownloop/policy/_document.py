@@ -24,7 +24,7 @@ from ownloop.policy._rules import (
     tenant_scoped,
 )
 
-__all__ = ["PolicyDocument", "load_document"]
+__all__ = ["PolicyDocument", "load_document", "parse_document"]
 
 _BUDGET_FIELDS = (
     "max_steps",
@@ -123,6 +123,22 @@ def load_document(path: str | Path) -> PolicyDocument:
         data = tomllib.loads(text) if file.suffix.lower() == ".toml" else json.loads(text)
     except (OSError, ValueError) as error:
         raise ConfigurationError(f"cannot read policy file {file}: {error}") from None
+    return parse_document(data, f"policy file {file}")
+
+
+def parse_document(data: object, source: str = "policy document") -> PolicyDocument:
+    """Validate already-parsed policy data (a mapping, as a JSON or TOML file would hold).
+
+    Args:
+        data: The parsed contents.
+        source: How errors name where the data came from.
+
+    Returns:
+        The validated document.
+
+    Raises:
+        ConfigurationError: If any key is unknown or any value invalid.
+    """
     try:
         return PolicyDocument.model_validate(data)
     except ValidationError as error:
@@ -130,4 +146,4 @@ def load_document(path: str | Path) -> PolicyDocument:
             f"{'.'.join(str(part) for part in item['loc']) or '(file)'}: {item['msg']}"
             for item in error.errors()
         )
-        raise ConfigurationError(f"invalid policy file {file}: {problems}") from None
+        raise ConfigurationError(f"invalid {source}: {problems}") from None

@@ -18,7 +18,7 @@ from typing import Any
 from ownloop.contracts import Actor, Limits, ToolSpec
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import _rules
-from ownloop.policy._document import load_document
+from ownloop.policy._document import PolicyDocument, load_document, parse_document
 from ownloop.policy._verdicts import ALLOW, Decision, Deny, RequireApproval, Rule, all_of, any_of
 
 __all__ = [
@@ -68,17 +68,24 @@ class Policy:
         Raises:
             ConfigurationError: If the file is unreadable or invalid.
         """
-        document = load_document(path)
-        rules = [Policy(rule, name) for rule, name in document.rules()]
-        policy = functools.reduce(operator.and_, rules) if rules else allow_all()
-        check = (document.check_tool, document.check_passed_field)
-        return Policy(
-            policy.rule,
-            f"Policy.from_file({Path(path).name!r}: {policy.name})",
-            budgets=document.budgets(),
-            require_current_check=check if document.require_current_check else None,
-            audit_after_tool=document.audit_after_tool,
-        )
+        return _from_document(load_document(path), f"Policy.from_file({Path(path).name!r}: ")
+
+    @classmethod
+    def from_document(cls, document: PolicyDocument | Mapping[str, Any]) -> Policy:
+        """Build a policy from a policy document already in memory, with `from_file`'s rules.
+
+        Args:
+            document: A `PolicyDocument`, or a mapping with the keys a policy file may hold.
+
+        Returns:
+            The policy: its rules joined with ``&``, its budgets, check and audit settings.
+
+        Raises:
+            ConfigurationError: If the mapping has an unknown key or an invalid value.
+        """
+        if not isinstance(document, PolicyDocument):
+            document = parse_document(document)
+        return _from_document(document, "Policy.from_document(")
 
     def decide(
         self, actor: Actor | None, spec: ToolSpec, arguments: Mapping[str, Any] | None
@@ -145,6 +152,19 @@ class Policy:
 
     def __repr__(self) -> str:
         return self.name
+
+
+def _from_document(document: PolicyDocument, prefix: str) -> Policy:
+    rules = [Policy(rule, name) for rule, name in document.rules()]
+    policy = functools.reduce(operator.and_, rules) if rules else allow_all()
+    check = (document.check_tool, document.check_passed_field)
+    return Policy(
+        policy.rule,
+        f"{prefix}{policy.name})",
+        budgets=document.budgets(),
+        require_current_check=check if document.require_current_check else None,
+        audit_after_tool=document.audit_after_tool,
+    )
 
 
 def _as_policy(other: object) -> Policy:

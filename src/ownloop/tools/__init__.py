@@ -3,11 +3,13 @@
 This package turns typed, documented functions into tools a model can propose, checks every
 proposal against the tool's schema without ever raising for bad model input, and calls the
 function with a trusted `ToolContext`. It does not authorize, approve, retry or trace: the runtime
-does, using what this package returns. It imports only Pydantic, the standard library,
-`ownloop.contracts` and `ownloop.exceptions`.
+does, using what this package returns. It also ships `calculate`, an arithmetic tool that never
+calls ``eval``. It imports only Pydantic, the standard library, `ownloop.contracts` and
+`ownloop.exceptions`.
 """
 
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
+from ownloop.tools._calculator import calculate
 from ownloop.tools._context import Sensitive, ToolContext
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
 from ownloop.tools._reconcile import (
@@ -37,6 +39,7 @@ __all__ = [
     "ToolRegistry",
     "ToolRejection",
     "ValidatedCall",
+    "calculate",
     "render_observation",
     "to_jsonable",
 ]
