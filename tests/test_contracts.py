@@ -19,6 +19,8 @@ from ownloop.contracts import (
     AssistantMessage,
     EventBase,
     Evidence,
+    JournalEntry,
+    Lease,
     Limits,
     Message,
     ModelRequest,
@@ -28,7 +30,9 @@ from ownloop.contracts import (
     Receipt,
     ResumeState,
     RunResult,
+    RunSnapshot,
     RunStatus,
+    RunSummary,
     StopReason,
     SystemMessage,
     TokenUsage,
@@ -39,6 +43,7 @@ from ownloop.contracts import (
     Usage,
     UserMessage,
     Versions,
+    WriteIntent,
 )
 
 AT = datetime(2025, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
@@ -126,6 +131,7 @@ LIMITS = Limits(
     max_input_chars=5_000,
     max_completion_rejections=1,
     max_retries_per_call=2,
+    max_cost=1.5,
 )
 USAGE = Usage(
     steps=3,
@@ -136,6 +142,8 @@ USAGE = Usage(
     input_tokens=1_200,
     output_tokens=300,
     completion_rejections=1,
+    cost=0.25,
+    compactions=1,
 )
 TOKEN_USAGE = TokenUsage(
     input_tokens=1_000, output_tokens=200, reasoning_tokens=50, cached_tokens=400
@@ -312,6 +320,14 @@ EVENT_PAYLOADS += [
         "tool": "refund_order",
         "outcome": "confirmed",
     },
+    {
+        "kind": "context_compacted",
+        "before_tokens": 9_000,
+        "after_tokens": 2_000,
+        "dropped_messages": 6,
+        "dropped_turns": 3,
+        "summarized": True,
+    },
 ]
 
 EVENTS = [
@@ -356,6 +372,50 @@ PAUSED_RESULT = RUN_RESULT.model_copy(
     }
 )
 
+WRITE_INTENT = WriteIntent(
+    run_id="run-1",
+    call_id="call_3",
+    tool="refund_order",
+    idempotency_key="idem-1",
+    arguments_digest=DIGEST,
+    recorded_at=AT,
+)
+JOURNAL_ENTRY = JournalEntry(intent=WRITE_INTENT, receipt=RECEIPT)
+LEASE = Lease(run_id="run-1", owner="worker-1", token="tok-1", expires_at=AT)
+RUN_SUMMARY = RunSummary(
+    run_id="run-1",
+    state="paused",
+    status="paused",
+    stop_reason="approval_required",
+    version=3,
+    updated_at=AT,
+)
+RUN_SNAPSHOT = RunSnapshot(
+    schema_version=1,
+    run_id="run-1",
+    state="paused",
+    task="Refund order 42",
+    actor=ACTOR,
+    usage=USAGE,
+    limits=LIMITS,
+    messages=(SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE),
+    trace=tuple(EVENTS),
+    evidence=(EVIDENCE,),
+    receipts=(RECEIPT,),
+    pending=(PENDING,),
+    approvals=(APPROVAL,),
+    available_approvals=(APPROVAL,),
+    approval_requests=(APPROVAL_REQUEST,),
+    queue=(TOOL_CALL,),
+    admitted_call_id="call_3",
+    last_action="refund_order|{}",
+    repeats=1,
+    elapsed_s=4.5,
+    versions=VERSIONS,
+    result=PAUSED_RESULT,
+    saved_at=AT,
+)
+
 SAMPLES: list[BaseModel] = [
     TOOL_CALL,
     TOOL_SPEC,
@@ -380,6 +440,11 @@ SAMPLES: list[BaseModel] = [
     *EVENTS,
     RESUME_STATE,
     PAUSED_RESULT,
+    WRITE_INTENT,
+    JOURNAL_ENTRY,
+    LEASE,
+    RUN_SUMMARY,
+    RUN_SNAPSHOT,
 ]
 
 
