@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ownloop import Agent, Receipt, RunStatus, StopReason, UnknownEffectError
-from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.policy import allow_writes
+from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import ToolContext, ToolRegistry
 
 WRITES = allow_writes("export", "publish")

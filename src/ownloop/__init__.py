@@ -52,6 +52,7 @@ from ownloop.exceptions import (
 )
 from ownloop.models import AgentModel
 from ownloop.policy import Policy
+from ownloop.redaction import Redactor
 from ownloop.retry import RetryPolicy
 from ownloop.store import MemoryRunStore, RunStore
 from ownloop.tools import (
@@ -104,6 +105,7 @@ __all__ = [
     "PriceTable",
     "ProviderError",
     "Receipt",
+    "Redactor",
     "Reject",
     "ResumeState",
     "RetryPolicy",

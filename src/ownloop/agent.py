@@ -394,6 +394,7 @@ class Agent:
             tools=self.offered_tools(snapshot.actor),
             approvals=decisions,
             journal=journal,
+            redactor=self._trace_redactor(),
         )
         state.pending_calls = self._pending_calls(state)
         return await self._drive(state, version)

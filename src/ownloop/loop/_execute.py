@@ -119,6 +119,10 @@ def execute(
         The receipt (``ok``, ``error`` or ``unknown``), checked and recorded.
     """
     limits, spec, call_id = config.limits, validated.tool.spec, validated.call.id
+    if spec.sensitive:  # an error message quoting a sensitive value must not reach the trace
+        state.trace.protect(
+            *(str(value) for key, value in validated.canonical.items() if key in spec.sensitive)
+        )
     journaled = config.durable and spec.effect == "write"
     if journaled:
         entry = state.journal.get(call_id)

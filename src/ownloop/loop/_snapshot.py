@@ -15,6 +15,7 @@ from ownloop.contracts import (
 from ownloop.contracts.durable import SnapshotState
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.state import RunState
+from ownloop.redaction import Redactor
 from ownloop.tracing import TraceRecorder, TraceSink
 
 __all__ = ["restore_state", "snapshot_of"]
@@ -68,6 +69,7 @@ def restore_state(
     tools: tuple[ToolSpec, ...],
     approvals: Iterable[Approval] = (),
     journal: Iterable[JournalEntry] = (),
+    redactor: Redactor | None = None,
 ) -> RunState:
     """Rebuild a run's state from its snapshot, to continue it in this process.
 
@@ -78,6 +80,7 @@ def restore_state(
         tools: The tools offered to the model.
         approvals: New decisions supplied with the resume.
         journal: The run's write journal.
+        redactor: What the continued run's trace never shows.
 
     Returns:
         The state, ready for the loop core.
@@ -88,7 +91,9 @@ def restore_state(
         task=snapshot.task,
         actor=snapshot.actor,
         started_at=clock.monotonic() - snapshot.elapsed_s,
-        trace=TraceRecorder(snapshot.run_id, clock, tuple(sinks), start_seq=last_seq),
+        trace=TraceRecorder(
+            snapshot.run_id, clock, tuple(sinks), start_seq=last_seq, redactor=redactor
+        ),
         usage=snapshot.usage,
         messages=list(snapshot.messages),
         evidence={item.id: item for item in snapshot.evidence},

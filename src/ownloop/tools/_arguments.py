@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from ownloop.contracts import JsonValue
+from ownloop.redaction import Redactor
 from ownloop.tools._outcomes import RejectionCode
 from ownloop.tools._schema import admits_null, resolve_ref
 from ownloop.tools._serialize import to_jsonable
@@ -60,6 +61,11 @@ class ArgumentProblem:
 def bound(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
     """Cut ``text`` to at most ``limit`` characters, marking the cut with an ellipsis."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# Names like "password" or "api_key" that a model invents are quoted back no more than declared
+# sensitive parameters: the rejection reaches the trace.
+_DEFAULT_REDACTOR = Redactor()
 
 
 def echo(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
@@ -238,7 +244,7 @@ def describe_validation_error(
 def _describe(detail: ErrorDetails, sensitive: Collection[str]) -> str:
     loc = detail["loc"]
     where = _format_loc(loc)
-    hidden = bool(loc) and loc[0] in sensitive
+    hidden = bool(loc) and (loc[0] in sensitive or _DEFAULT_REDACTOR.is_secret_key(loc[-1]))
     came = "a value of a sensitive parameter (not shown)" if hidden else echo(detail["input"])
     if detail["type"] in _EXTRA_ERRORS:
         return f"{where}: unexpected field (not a parameter); got {came}"

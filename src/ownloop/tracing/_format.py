@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from ownloop.contracts import (
     BudgetExhausted,
     CompletionRejected,
+    EventBase,
     ModelFailed,
     ModelRequested,
     ModelResponded,
@@ -19,13 +20,21 @@ from ownloop.contracts import (
     ToolProposed,
     ToolRejected,
     ToolStarted,
-    TraceEvent,
 )
 
-__all__ = ["format_event", "format_trace"]
+__all__ = ["describe_event", "format_event", "format_trace"]
 
 
-def _describe(event: TraceEvent) -> str:  # noqa: PLR0911, PLR0912 - one branch per event kind
+def describe_event(event: EventBase) -> str:  # noqa: PLR0911, PLR0912 - one branch per event kind
+    """Describe an event's own fields in a few words (without its number and kind).
+
+    Args:
+        event: Any event; kinds without a dedicated description show their fields as
+            ``key=value``.
+
+    Returns:
+        The description.
+    """
     match event:
         case RunStarted():
             return f"tools={list(event.tools)} max_steps={event.limits.max_steps}"
@@ -64,7 +73,7 @@ def _describe(event: TraceEvent) -> str:  # noqa: PLR0911, PLR0912 - one branch 
     return " ".join(f"{key}={value}" for key, value in fields.items())
 
 
-def format_event(event: TraceEvent) -> str:
+def format_event(event: EventBase) -> str:
     """Render one event as a single readable line.
 
     Args:
@@ -73,10 +82,11 @@ def format_event(event: TraceEvent) -> str:
     Returns:
         ``"NN kind  details"``.
     """
-    return f"{event.seq:02d} {event.kind:<19} {_describe(event)}"
+    kind = getattr(event, "kind", "event")
+    return f"{event.seq:02d} {kind:<19} {describe_event(event)}"
 
 
-def format_trace(events: Iterable[TraceEvent]) -> str:
+def format_trace(events: Iterable[EventBase]) -> str:
     """Render a whole trace, one event a line.
 
     Args:

@@ -7,6 +7,8 @@ from typing import Any, TypeVar
 
 from ownloop.clock import Clock
 from ownloop.contracts import EventBase, TraceEvent
+from ownloop.redaction import Redactor
+from ownloop.tracing._pipeline import TracePipeline
 
 __all__ = ["TraceRecorder", "TraceSink"]
 
@@ -15,25 +17,60 @@ TraceSink = Callable[[TraceEvent], None]
 
 EventT = TypeVar("EventT", bound=EventBase)
 
+# Shared so that its caches (clean strings, key decisions) stay warm from one run to the next.
+_DEFAULT_REDACTOR = Redactor()
+
 
 class TraceRecorder:
-    """Numbers and stores the events of one run, and hands each to the sinks.
+    """Numbers the events of one run, redacts and bounds them, stores them, and hands them on.
+
+    Every event goes through the run's `TracePipeline` (redact, bound, render) before it is
+    stored or given to a sink, so the stored trace and every sink hold the same redacted event.
 
     Args:
         run_id: The run the events belong to.
         clock: Where event timestamps come from.
         sinks: Receivers of every event, called in order after it is recorded.
         start_seq: The last sequence number already used (to continue a resumed run's trace).
+        redactor: The redaction rules and bounds; the built-in rules when omitted.
     """
 
     def __init__(
-        self, run_id: str, clock: Clock, sinks: Sequence[TraceSink] = (), *, start_seq: int = 0
+        self,
+        run_id: str,
+        clock: Clock,
+        sinks: Sequence[TraceSink] = (),
+        *,
+        start_seq: int = 0,
+        redactor: Redactor | None = None,
     ) -> None:
         self.run_id = run_id
         self._clock = clock
         self._sinks = tuple(sinks)
         self._events: list[TraceEvent] = []
         self._seq = start_seq
+        self._pipeline = TracePipeline(
+            run_id, redactor if redactor is not None else _DEFAULT_REDACTOR
+        )
+
+    @property
+    def redactor(self) -> Redactor:
+        """The redaction rules applied to every event."""
+        return self._pipeline.redactor
+
+    def protect(self, *values: str) -> None:
+        """Remove these literal secrets from every later event of the run.
+
+        For secrets learnt during the run (a sensitive argument's value, a token a tool
+        obtained), so that an error message quoting one is redacted too. Values shorter than 4
+        characters are ignored (they would shred ordinary text).
+
+        Args:
+            *values: The secrets.
+        """
+        kept = [value for value in values if isinstance(value, str) and len(value) >= 4]
+        if kept:
+            self._pipeline.redactor = self._pipeline.redactor.with_values(*kept)
 
     def emit(self, event_type: type[EventT], **fields: Any) -> EventT:
         """Record one event.
@@ -43,10 +80,11 @@ class TraceRecorder:
             **fields: The event's own fields (not ``run_id``, ``seq`` or ``at``).
 
         Returns:
-            The recorded event.
+            The recorded event, redacted and bounded.
         """
         self._seq += 1
-        event = event_type(run_id=self.run_id, seq=self._seq, at=self._clock.now(), **fields)
+        built = event_type(run_id=self.run_id, seq=self._seq, at=self._clock.now(), **fields)
+        event = self._pipeline.process(built)
         self._events.append(event)  # type: ignore[arg-type]  # EventT is one of the union's members
         for sink in self._sinks:
             sink(event)  # type: ignore[arg-type]  # same

@@ -1,0 +1,222 @@
+"""The built-in redaction rules: secret key names and secret value patterns.
+
+Key names are matched word by word after normalisation (``apiKey``, ``X-Api-Key`` and
+``openai_api_key`` all contain the words ``api key``), so ``token`` catches ``access_token`` but
+not ``max_tokens``. Value patterns recognise secrets by their shape wherever they appear in text.
+Each pattern carries cheap literal hints checked before its regex runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from ownloop.exceptions import ConfigurationError
+from ownloop.redaction._markers import redact_marker
+
+__all__ = [
+    "DEFAULT_KEYS",
+    "DEFAULT_PATTERNS",
+    "PatternLike",
+    "SecretPattern",
+    "as_pattern",
+    "assignment_pattern",
+    "key_words",
+    "replace_secret",
+]
+
+DEFAULT_KEYS: tuple[str, ...] = (
+    "access_key",
+    "api_key",
+    "auth",
+    "authorization",
+    "client_secret",
+    "cookie",
+    "credential",
+    "credentials",
+    "encryption_key",
+    "passphrase",
+    "passwd",
+    "password",
+    "private_key",
+    "secret",
+    "session_id",
+    "set_cookie",
+    "signing_key",
+    "token",
+)
+"""Key names whose values are always redacted (compared word by word, case-insensitively)."""
+
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_SEPARATORS = re.compile(r"[^a-z0-9]+")
+
+
+def key_words(key: str) -> tuple[str, ...]:
+    """Split a key name into lower-case words: ``"X-Api-Key"`` -> ``("x", "api", "key")``.
+
+    Args:
+        key: A mapping key or a key name of a rule.
+
+    Returns:
+        Its words, without separators.
+    """
+    return tuple(word for word in _SEPARATORS.split(_CAMEL.sub("_", key).lower()) if word)
+
+
+class SecretPattern:
+    """A secret recognised by the shape of its value.
+
+    When the regex has a group named ``secret`` only that group is replaced (``Bearer <token>``
+    keeps the word ``Bearer``); otherwise the whole match is.
+
+    Args:
+        name: A short name shown in reprs (``openai_key``).
+        regex: The pattern, as text or compiled.
+        hints: Lower-case literals of which at least one appears in any text the pattern
+            matches; the regex is skipped when none does. Empty means: always run the regex.
+    """
+
+    __slots__ = ("hints", "name", "regex")
+
+    def __init__(self, name: str, regex: str | re.Pattern[str], hints: Iterable[str] = ()) -> None:
+        self.name = name
+        self.regex = re.compile(regex) if isinstance(regex, str) else regex
+        self.hints = tuple(hint.lower() for hint in hints)
+
+    def may_match(self, lowered: str) -> bool:
+        """Tell whether the pattern can match a text, from the text in lower case.
+
+        Args:
+            lowered: The text, lower-cased.
+
+        Returns:
+            ``False`` only when no hint appears in it.
+        """
+        return not self.hints or any(hint in lowered for hint in self.hints)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SecretPattern):
+            return NotImplemented
+        return (self.name, self.regex.pattern, self.hints) == (
+            other.name,
+            other.regex.pattern,
+            other.hints,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.regex.pattern))
+
+    def __repr__(self) -> str:
+        return f"SecretPattern({self.name!r}, {self.regex.pattern!r})"
+
+
+PatternLike = str | re.Pattern[str] | SecretPattern
+"""What a redaction pattern may be given as."""
+
+_AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
+
+DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
+    SecretPattern(
+        "private_key",
+        # Also matches a block cut before its END line (a bounded string must not leak a prefix).
+        r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?-----END[A-Z0-9 ]*PRIVATE KEY"
+        r"(?: BLOCK)?-----|.*)",
+        hints=("private key",),
+    ),
+    SecretPattern(
+        "url_credentials",
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>(?!\[redacted:)[^\s/?#@:]*:[^\s/?#@]*)@",
+        hints=("://",),
+    ),
+    SecretPattern(
+        "openai_key",
+        r"(?<![A-Za-z0-9_-])sk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{16,}",
+        hints=("sk-",),
+    ),
+    SecretPattern(
+        "bearer_token",
+        r"(?i)\bbearer\s+(?P<secret>(?!\[redacted:)[A-Za-z0-9._~+/-]{8,}=*)",
+        hints=("bearer",),
+    ),
+    SecretPattern(
+        "jwt",
+        r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*",
+        hints=("eyj",),
+    ),
+    SecretPattern(
+        "aws_access_key",
+        rf"(?<![A-Z0-9])(?:{'|'.join(_AWS_PREFIXES)})[A-Z0-9]{{16}}(?![A-Z0-9])",
+        hints=tuple(prefix.lower() for prefix in _AWS_PREFIXES),
+    ),
+    SecretPattern(
+        "github_token",
+        r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})",
+        hints=("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    ),
+    SecretPattern("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}", hints=("xox",)),
+    SecretPattern("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}", hints=("aiza",)),
+)
+"""Secret shapes redacted in every string by default."""
+
+
+def assignment_pattern(keys: Iterable[tuple[str, ...]]) -> SecretPattern:
+    """Build the pattern for ``key=value`` and ``"key": "value"`` written inside text.
+
+    Args:
+        keys: The secret key names, as words.
+
+    Returns:
+        A pattern whose ``secret`` group is the assigned value.
+    """
+    words = sorted({key for key in keys if key}, key=lambda key: (-len(key), key))
+    names = "|".join("[_-]?".join(re.escape(word) for word in key) for key in words)
+    quote = r"(?:\\?[\"'])?"
+    regex = (
+        rf"(?i)(?<![a-z0-9])(?:{names})(?![a-z0-9]){quote}\s*[:=]\s*{quote}"
+        r"(?P<secret>(?:(?:bearer|basic|token)\s+)?(?!\[redacted:)[^\s\"',;&}\]\\]+)"
+    )
+    return SecretPattern("key_assignment", regex, hints=sorted({key[0] for key in words}))
+
+
+def replace_secret(match: re.Match[str]) -> str:
+    """Return a match's replacement: its ``secret`` group (or all of it) as a marker.
+
+    Args:
+        match: A match of a secret pattern.
+
+    Returns:
+        The matched text with the secret replaced.
+    """
+    if not match.group(0):  # a user pattern that matches the empty string redacts nothing
+        return ""
+    if "secret" in match.re.groupindex and match.group("secret") is not None:
+        start, end = match.span("secret")
+        offset = match.start()
+        whole = match.group(0)
+        return (
+            whole[: start - offset] + redact_marker(match.group("secret")) + whole[end - offset :]
+        )
+    return redact_marker(match.group(0))
+
+
+def as_pattern(pattern: PatternLike) -> SecretPattern:
+    """Turn regex text or a compiled regex into a `SecretPattern` named after it.
+
+    Args:
+        pattern: The pattern.
+
+    Returns:
+        The secret pattern.
+
+    Raises:
+        ConfigurationError: If the regex text does not compile.
+    """
+    if isinstance(pattern, SecretPattern):
+        return pattern
+    try:
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+    except re.error as error:
+        raise ConfigurationError(
+            f"redaction pattern {pattern!r} does not compile: {error}"
+        ) from None
+    return SecretPattern(compiled.pattern, compiled)
