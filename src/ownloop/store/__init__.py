@@ -2,9 +2,20 @@
 
 `MemoryRunStore` keeps runs in the process (tests); `SqliteRunStore` keeps them in a file (the
 default, no server); `PostgresRunStore` (extra ``ownloop[postgres]``) shares them between machines.
+Importing this package never needs psycopg: `PostgresRunStore` imports it when it is constructed.
 """
 
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
 from ownloop.store._port import RunStore, StoredRun
+from ownloop.store._postgres import PostgresRunStore
+from ownloop.store._sqlite import SqliteRunStore
 
-__all__ = ["MemoryRunStore", "RunStore", "StoredRun", "check_schema", "summarize"]
+__all__ = [
+    "MemoryRunStore",
+    "PostgresRunStore",
+    "RunStore",
+    "SqliteRunStore",
+    "StoredRun",
+    "check_schema",
+    "summarize",
+]

@@ -128,8 +128,24 @@ class MemoryRunStore:
             raise RunLeased(f"the lease on run {lease.run_id} was lost to another worker")
 
     async def record_intent(self, intent: WriteIntent) -> None:
-        """Record a write about to execute."""
-        self._journal.setdefault(intent.run_id, []).append(JournalEntry(intent=intent))
+        """Record a write about to execute; refuse one whose write already has a receipt.
+
+        An intent without a receipt is replaced (a lookup cleared the write for a retry).
+
+        Raises:
+            StaleCheckpoint: If the write already finished: this worker's view is out of date.
+        """
+        entries = self._journal.setdefault(intent.run_id, [])
+        for index, entry in enumerate(entries):
+            if entry.intent.call_id == intent.call_id:
+                if entry.receipt is not None:
+                    raise StaleCheckpoint(
+                        f"write {intent.call_id} of run {intent.run_id} already has a receipt; "
+                        "this worker's view of the run is out of date"
+                    )
+                entries[index] = JournalEntry(intent=intent)
+                return
+        entries.append(JournalEntry(intent=intent))
 
     async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
         """Record how a journaled write ended."""

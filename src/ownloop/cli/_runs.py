@@ -1,0 +1,323 @@
+"""``ownloop runs``, ``ownloop approve`` and ``ownloop resume``: inspect and continue stored runs.
+
+``runs list``, ``runs show`` and ``approve`` read the store named by ``--db PATH`` (a SQLite file,
+``./ownloop.db`` by default) or ``--dsn`` / ``OWNLOOP_DATABASE_URL`` (PostgreSQL). ``approve`` only
+submits a decision to the store; ``resume`` continues the run with the agent a factory returns
+(``--agent MODULE:FACTORY``, configured with the same tools, policy and store), which applies the
+submitted decisions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import getpass
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ownloop.agent import Agent
+from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
+from ownloop.exceptions import ConfigurationError, RunNotFound
+from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.tracing import format_trace
+
+__all__ = ["approve", "list_runs", "open_store", "register", "resume", "show_run"]
+
+DATABASE_URL_VARIABLE = "OWNLOOP_DATABASE_URL"
+DEFAULT_DATABASE = "ownloop.db"
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``runs``, ``approve`` and ``resume`` commands.
+
+    Args:
+        commands: The ``ownloop`` command's subparsers.
+    """
+    runs = commands.add_parser("runs", help="list and inspect stored runs")
+    actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
+    listing = actions.add_parser("list", help="list runs, most recently updated first")
+    listing.add_argument("--state", choices=("running", "paused", "finished"))
+    listing.add_argument("--status", choices=[status.value for status in RunStatus])
+    listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
+    listing.add_argument("--json", action="store_true", help="print JSON lines")
+    listing.set_defaults(handler=list_runs)
+    show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
+    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("--json", action="store_true", help="print the stored records as JSON")
+    show.add_argument("--trace", action="store_true", help="also print the readable trace")
+    show.set_defaults(handler=show_run)
+    decide = commands.add_parser("approve", help="approve (or deny) a paused run's request")
+    decide.add_argument("run_id", metavar="RUN_ID")
+    decide.add_argument("request_id", metavar="REQUEST_ID")
+    decide.add_argument("--deny", action="store_true", help="deny instead of approving")
+    decide.add_argument("--reason", help="why, recorded in the audit trail")
+    decide.add_argument("--approver", help="who decides (default: the current user)")
+    decide.set_defaults(handler=approve)
+    for parser in (listing, show, decide):
+        _store_options(parser)
+    proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
+    proceed.add_argument("run_id", metavar="RUN_ID")
+    proceed.add_argument(
+        "--agent",
+        required=True,
+        metavar="MODULE:FACTORY",
+        help="a callable returning the Agent (same tools, policy and store) to continue with",
+    )
+    proceed.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    proceed.set_defaults(handler=resume)
+
+
+def _store_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="PATH", help=f"SQLite store (default ./{DEFAULT_DATABASE})")
+    parser.add_argument(
+        "--dsn", help=f"PostgreSQL store (default: ${DATABASE_URL_VARIABLE} when --db is not given)"
+    )
+
+
+def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunStore:
+    """Open the store the command line names; a SQLite file must already exist.
+
+    Args:
+        arguments: The parsed command line (``db`` and ``dsn``).
+
+    Raises:
+        ConfigurationError: If no SQLite store exists at the path.
+    """
+    dsn = arguments.dsn or (os.environ.get(DATABASE_URL_VARIABLE) if arguments.db is None else None)
+    if dsn:
+        return PostgresRunStore(dsn)
+    path = Path(arguments.db or DEFAULT_DATABASE)
+    if not path.is_file():
+        raise ConfigurationError(
+            f"no run store at {path}: pass --db PATH or --dsn DSN (or set {DATABASE_URL_VARIABLE})"
+        )
+    return SqliteRunStore(path)
+
+
+def list_runs(arguments: argparse.Namespace) -> int:
+    """Print the stored runs as a table (or JSON lines).
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0.
+    """
+
+    async def listing(store: RunStore) -> list[Any]:
+        return await store.list_runs(
+            state=arguments.state, status=arguments.status, limit=arguments.limit
+        )
+
+    lines = _with_store(arguments, listing)
+    if arguments.json:
+        for line in lines:
+            print(line.model_dump_json())
+        return 0
+    print(f"{'RUN_ID':<34} {'STATE':<9} {'STATUS':<11} {'STOP_REASON':<20} VERSION UPDATED")
+    for line in lines:
+        print(
+            f"{line.run_id:<34} {line.state:<9} {line.status or '-':<11} "
+            f"{line.stop_reason or '-':<20} {line.version:>7} {line.updated_at.isoformat()}"
+        )
+    return 0
+
+
+def show_run(arguments: argparse.Namespace) -> int:
+    """Print one run: its state, requests, audit trail, writes and answer.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0.
+
+    Raises:
+        RunNotFound: If the store has no such run.
+    """
+
+    async def gather(store: RunStore) -> tuple[Any, ...]:
+        stored = await _get(store, arguments.run_id)
+        journal = await store.journal(arguments.run_id)
+        waiting = await store.submitted_approvals(arguments.run_id)
+        return stored, journal, waiting
+
+    (snapshot, version), journal, submitted = _with_store(arguments, gather)
+    if arguments.json:
+        records = {
+            "version": version,
+            "snapshot": snapshot.model_dump(mode="json"),
+            "journal": [entry.model_dump(mode="json") for entry in journal],
+            "submitted_approvals": [item.model_dump(mode="json") for item in submitted],
+        }
+        print(json.dumps(records, indent=2))
+        return 0
+    _print_snapshot(snapshot, version)
+    unapplied = [item for item in submitted if item not in snapshot.approvals]
+    for approval in unapplied:
+        print(f"submitted:   {_decision(approval)} (applied at the next resume)")
+    for entry in journal:
+        receipt = entry.receipt
+        ended = f"{receipt.status}/{receipt.effect}" if receipt else "no receipt: effect unknown"
+        print(f"write:       {entry.intent.tool} ({entry.intent.call_id}) -> {ended}")
+    if arguments.trace:
+        print("trace:")
+        print(format_trace(snapshot.trace))
+    return 0
+
+
+def _print_snapshot(snapshot: RunSnapshot, version: int) -> None:
+    result = snapshot.result
+    outcome = f" ({result.status.value} / {result.stop_reason.value})" if result else ""
+    usage = snapshot.usage
+    print(f"run:         {snapshot.run_id}")
+    print(f"state:       {snapshot.state}{outcome}")
+    print(f"version:     {version}, saved {snapshot.saved_at.isoformat()}")
+    print(f"task:        {snapshot.task}")
+    print(f"usage:       steps={usage.steps} tool_calls={usage.tool_calls}")
+    for request in snapshot.approval_requests:
+        arguments = json.dumps(request.arguments, sort_keys=True)
+        print(f"waiting:     request {request.id}: {request.tool} {arguments} ({request.reason})")
+    for approval in snapshot.approvals:
+        print(f"decided:     {_decision(approval)}")
+    for operation in snapshot.pending:
+        print(f"pending:     {operation.tool} ({operation.call_id}): {operation.reason}")
+    if result is not None and result.output is not None:
+        print(f"answer:      {result.output}")
+
+
+def _decision(approval: Approval) -> str:
+    verdict = "approved" if approval.approved else "denied"
+    reason = f": {approval.reason}" if approval.reason else ""
+    subject = approval.request_id or approval.digest
+    return (
+        f"{subject} {verdict} by {approval.approver} at {approval.decided_at.isoformat()}{reason}"
+    )
+
+
+def approve(arguments: argparse.Namespace) -> int:
+    """Submit a decision on a request the paused run waits for.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigurationError: If the run is not waiting for that request, or it was decided already.
+    """
+    approval = Approval(
+        request_id=arguments.request_id,
+        approved=not arguments.deny,
+        approver=arguments.approver or _current_user(),
+        reason=arguments.reason,
+    )
+
+    async def submit(store: RunStore) -> None:
+        snapshot, _ = await _get(store, arguments.run_id)
+        waiting = {request.id for request in snapshot.approval_requests}
+        if snapshot.state != "paused" or arguments.request_id not in waiting:
+            raise ConfigurationError(
+                f"run {arguments.run_id} is not waiting for request {arguments.request_id} "
+                f"(state {snapshot.state}; waiting for: {', '.join(sorted(waiting)) or 'nothing'})"
+            )
+        for earlier in await store.submitted_approvals(arguments.run_id):
+            if earlier.request_id == arguments.request_id:
+                raise ConfigurationError(
+                    f"request {arguments.request_id} was already decided: {_decision(earlier)}"
+                )
+        await store.submit_approval(arguments.run_id, approval)
+
+    _with_store(arguments, submit)
+    verdict = "approved" if approval.approved else "denied"
+    print(
+        f"{verdict} request {arguments.request_id} of run {arguments.run_id} as {approval.approver}"
+    )
+    print(f"continue it with: ownloop resume {arguments.run_id} --agent MODULE:FACTORY")
+    return 0
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no user name in this environment (a bare container)
+        return "cli"
+
+
+def resume(arguments: argparse.Namespace) -> int:
+    """Continue a stored run with the agent the factory returns, and print how it ended.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0 when the run completed, 1 otherwise (paused again, unresolved, failed, stopped).
+
+    Raises:
+        ConfigurationError: If the factory cannot be loaded or returns no agent with a store.
+    """
+    agent = _load_agent(arguments.agent)
+
+    async def proceed() -> RunResult:
+        try:
+            return await agent.resume(arguments.run_id)
+        finally:
+            close = getattr(agent.store, "close", None)
+            if callable(close):
+                await close()
+
+    result = asyncio.run(proceed())
+    if arguments.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(f"status:      {result.status.value} ({result.stop_reason.value})")
+        print(f"detail:      {result.detail}")
+        print(f"answer:      {result.output}")
+        for approval in result.approvals:
+            print(f"decided:     {_decision(approval)}")
+        for request in result.approval_requests:
+            print(f"waiting:     request {request.id}: {request.tool} ({request.reason})")
+    return 0 if result.status is RunStatus.COMPLETED else 1
+
+
+def _load_agent(spec: str) -> Agent:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise ConfigurationError(f"--agent must be MODULE:FACTORY, not {spec!r}")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # as `python -m` would: find the application's modules
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        raise ConfigurationError(f"cannot load the agent factory {spec}: {error}") from error
+    agent = factory()
+    if not isinstance(agent, Agent) or agent.store is None:
+        raise ConfigurationError(
+            f"{spec} must return an Agent configured with store=..., got {agent!r}"
+        )
+    return agent
+
+
+async def _get(store: RunStore, run_id: str) -> tuple[RunSnapshot, int]:
+    stored = await store.get(run_id)
+    if stored is None:
+        raise RunNotFound(f"no run {run_id!r} in {store!r}")
+    return stored.snapshot, stored.version
+
+
+def _with_store(arguments: argparse.Namespace, work: Any) -> Any:
+    """Open the store, run ``work(store)`` on an event loop, and close the store."""
+
+    async def run() -> Any:
+        store = open_store(arguments)
+        try:
+            return await work(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())

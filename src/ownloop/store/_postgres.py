@@ -1,0 +1,353 @@
+"""`PostgresRunStore`: runs in PostgreSQL, shared by workers on many machines.
+
+Needs the extra ``ownloop[postgres]`` (psycopg 3). psycopg is imported when a store is created, so
+``ownloop.store`` imports without it. Every operation is one SQL statement on an autocommit
+connection, so each is atomic on its own: a save is a compare-and-set on the version that also
+holds the lease row (``FOR SHARE``), and taking a lease is one ``INSERT ... ON CONFLICT DO
+UPDATE ... WHERE`` that succeeds only for the holder or after expiry, judged by the server's clock
+so workers on different machines agree. Tables live in their own schema (``ownloop`` by default);
+records are stored as ``json`` — verbatim text, which also keeps strings ``jsonb`` refuses (NUL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from datetime import UTC
+from typing import TYPE_CHECKING, Any
+
+from ownloop.contracts import (
+    Approval,
+    JournalEntry,
+    Lease,
+    Receipt,
+    RunSnapshot,
+    RunSummary,
+    WriteIntent,
+)
+from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._port import StoredRun
+from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
+from ownloop.store._sql import (
+    lease_held,
+    lease_lost,
+    load_record,
+    load_snapshot,
+    newer_store_schema,
+    receipt_exists,
+    snapshot_row,
+    stale,
+)
+
+if TYPE_CHECKING:
+    from psycopg import AsyncConnection
+    from psycopg import Error as DriverError
+
+__all__ = ["PostgresRunStore"]
+
+_SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+_HELD = (
+    "held AS (SELECT 1 FROM {s}.leases WHERE run_id = %(run_id)s AND token = %(token)s FOR SHARE)"
+)
+_INSERT = (
+    "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot) "
+    "SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, %(updated_at)s, "
+    "%(snapshot)s::json WHERE {guard} ON CONFLICT (run_id) DO NOTHING"
+)
+_UPDATE = (
+    "UPDATE {s}.runs SET version = version + 1, state = %(state)s, status = %(status)s, "
+    "stop_reason = %(stop_reason)s, updated_at = %(updated_at)s, snapshot = %(snapshot)s::json "
+    "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard}"
+)
+_ACQUIRE = (
+    "INSERT INTO {s}.leases AS held (run_id, owner, token, expires_at) "
+    "VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s)) "
+    "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
+    "expires_at = excluded.expires_at "
+    "WHERE held.owner = excluded.owner OR held.expires_at <= clock_timestamp() "
+    "RETURNING expires_at"
+)
+
+
+class PostgresRunStore:
+    """Keeps runs in PostgreSQL, shared by workers on any number of machines.
+
+    The connection opens on first use (one per event loop, since ``run_sync`` starts a new loop
+    per call); `close` ends it.
+
+    Args:
+        dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
+        schema: The schema holding the tables, created with them if missing.
+        connect_timeout_s: How long to wait for the server when connecting.
+
+    Raises:
+        ConfigurationError: If psycopg is not installed (``pip install 'ownloop[postgres]'``),
+            the DSN cannot be parsed, or ``schema`` is not a lowercase SQL identifier.
+    """
+
+    def __init__(
+        self, dsn: str, *, schema: str = "ownloop", connect_timeout_s: float = 10.0
+    ) -> None:
+        try:
+            import psycopg  # the optional extra: imported only when a store is made
+        except ImportError as error:
+            raise ConfigurationError(
+                "PostgresRunStore needs psycopg 3: pip install 'ownloop[postgres]'"
+            ) from error
+        if not _SCHEMA_NAME.match(schema):
+            raise ConfigurationError(f"schema must be a lowercase SQL identifier, not {schema!r}")
+        try:
+            where = psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error as error:
+            raise ConfigurationError(f"cannot parse the PostgreSQL DSN: {error}") from error
+        self.schema = schema
+        self._dsn = dsn
+        self._timeout = max(1, round(connect_timeout_s))
+        self._where = (
+            f"{where.get('host', 'localhost')}:{where.get('port', 5432)}/{where.get('dbname', '')}"
+        )
+        self._driver_error: type[DriverError] = psycopg.Error
+        self._connection_class: type[AsyncConnection[Any]] = psycopg.AsyncConnection
+        self._connection: AsyncConnection[Any] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._connecting = asyncio.Lock()
+
+    def _sql(self, template: str, **parts: str) -> str:
+        return template.format(s=self.schema, **parts)
+
+    async def _connect(self) -> AsyncConnection[Any]:
+        """Return this event loop's connection, opening (and migrating) it when needed."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._abandon()
+            self._loop, self._connecting = loop, asyncio.Lock()
+        async with self._connecting:
+            if self._connection is None or self._connection.closed:
+                connection = await self._connection_class.connect(
+                    self._dsn, autocommit=True, connect_timeout=self._timeout
+                )
+                try:
+                    await self._migrate(connection)
+                except BaseException:
+                    await connection.close()
+                    raise
+                self._connection = connection
+            return self._connection
+
+    def _abandon(self) -> None:
+        """Close a connection left by an event loop that is gone (it cannot be awaited)."""
+        if self._connection is not None and not self._connection.closed:
+            self._connection.pgconn.finish()
+        self._connection = None
+
+    async def _migrate(self, connection: AsyncConnection[Any]) -> None:
+        async with connection.transaction():
+            # Serialize migrators: CREATE ... IF NOT EXISTS is not safe under concurrency.
+            await connection.execute(
+                "SELECT pg_advisory_xact_lock(hashtext(%s))", (f"ownloop:{self.schema}",)
+            )
+            await connection.execute(self._sql("CREATE SCHEMA IF NOT EXISTS {s}"))
+            await connection.execute(
+                self._sql(
+                    "CREATE TABLE IF NOT EXISTS {s}.ownloop_schema (version integer PRIMARY KEY, "
+                    "applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+            )
+            cursor = await connection.execute(
+                self._sql("SELECT COALESCE(MAX(version), 0) FROM {s}.ownloop_schema")
+            )
+            row = await cursor.fetchone()
+            current: int = row[0] if row is not None else 0
+            if current > STORE_SCHEMA_VERSION:
+                raise newer_store_schema(f"{self._where} (schema {self.schema})", current)
+            for version in range(current + 1, STORE_SCHEMA_VERSION + 1):
+                for statement in POSTGRES_MIGRATIONS[version - 1]:
+                    await connection.execute(self._sql(statement))
+                await connection.execute(
+                    self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
+                )
+
+    @asynccontextmanager
+    async def _use(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
+        """Lend the connection for one operation; turn driver errors into `StoreError`."""
+        try:
+            yield await self._connect()
+        except self._driver_error as error:
+            raise StoreError(f"{operation} failed in {self!r}: {error}") from error
+
+    async def _rows(
+        self, operation: str, sql: str, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[Any]:
+        async with self._use(operation) as connection:
+            cursor = await connection.execute(self._sql(sql), params)
+            return await cursor.fetchall()
+
+    async def save(
+        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+    ) -> int:
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
+        row = snapshot_row(snapshot)
+        params = {**row._asdict(), "expected": expected_version, "token": None}
+        guard = "true"
+        prefix = ""
+        if lease is not None:
+            params["token"] = lease.token
+            guard, prefix = "EXISTS (SELECT 1 FROM held)", f"WITH {_HELD} "
+        template = _INSERT if expected_version is None else _UPDATE
+        async with self._use("save") as connection:
+            cursor = await connection.execute(self._sql(prefix + template, guard=guard), params)
+            if cursor.rowcount == 1:
+                return (expected_version or 0) + 1
+            cursor = await connection.execute(
+                self._sql(
+                    "SELECT (SELECT version FROM {s}.runs WHERE run_id = %(run_id)s), "
+                    "(SELECT token FROM {s}.leases WHERE run_id = %(run_id)s)"
+                ),
+                params,
+            )
+            found = await cursor.fetchone()
+        version, token = found if found is not None else (None, None)
+        if lease is not None and token != lease.token:
+            raise lease_lost(row.run_id)
+        raise stale(row.run_id, version, expected_version)
+
+    async def get(self, run_id: str) -> StoredRun | None:
+        """Return the latest snapshot and version, or ``None`` (see `RunStore`)."""
+        rows = await self._rows(
+            "get", "SELECT version, snapshot::text FROM {s}.runs WHERE run_id = %s", (run_id,)
+        )
+        if not rows:
+            return None
+        version, text = rows[0]
+        return StoredRun(load_snapshot(run_id, text), version)
+
+    async def list_runs(
+        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[RunSummary]:
+        """List runs, most recently updated first (see `RunStore`)."""
+        rows = await self._rows(
+            "list_runs",
+            "SELECT run_id, state, status, stop_reason, version, updated_at FROM {s}.runs "
+            "WHERE (%(state)s::text IS NULL OR state = %(state)s) "
+            "AND (%(status)s::text IS NULL OR status = %(status)s) "
+            "ORDER BY updated_at DESC, run_id LIMIT %(limit)s",
+            {"state": state, "status": status, "limit": max(1, min(limit, 1000))},
+        )
+        return [
+            RunSummary(
+                run_id=run_id,
+                state=run_state,
+                status=run_status,
+                stop_reason=stop_reason,
+                version=version,
+                updated_at=updated_at.astimezone(UTC),
+            )
+            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
+        ]
+
+    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        """Take the run's lease unless another owner holds an unexpired one (see `RunStore`)."""
+        token = uuid.uuid4().hex
+        rows = await self._rows("acquire_lease", _ACQUIRE, (run_id, owner, token, ttl_s))
+        if not rows:
+            held = await self._rows(
+                "acquire_lease",
+                "SELECT owner, expires_at FROM {s}.leases WHERE run_id = %s",
+                (run_id,),
+            )
+            if held:
+                raise lease_held(run_id, held[0][0], held[0][1].astimezone(UTC))
+            return await self.acquire_lease(run_id, owner, ttl_s)  # released in between
+        expires_at = rows[0][0].astimezone(UTC)
+        return Lease(run_id=run_id, owner=owner, token=token, expires_at=expires_at)
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if it is still held (see `RunStore`)."""
+        async with self._use("release_lease") as connection:
+            await connection.execute(
+                self._sql("DELETE FROM {s}.leases WHERE run_id = %s AND token = %s"),
+                (lease.run_id, lease.token),
+            )
+
+    async def record_intent(self, intent: WriteIntent) -> None:
+        """Durably record a write about to execute (see `RunStore`).
+
+        Raises:
+            StaleCheckpoint: If the write already has a receipt: the caller's view is stale.
+        """
+        async with self._use("record_intent") as connection:
+            cursor = await connection.execute(
+                self._sql(
+                    "INSERT INTO {s}.journal AS entry (run_id, call_id, intent) "
+                    "VALUES (%s, %s, %s::json) ON CONFLICT (run_id, call_id) "
+                    "DO UPDATE SET intent = excluded.intent WHERE entry.receipt IS NULL"
+                ),
+                (intent.run_id, intent.call_id, intent.model_dump_json()),
+            )
+            if cursor.rowcount == 0:
+                raise receipt_exists(intent.run_id, intent.call_id)
+
+    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
+        """Durably record how a journaled write ended (see `RunStore`)."""
+        async with self._use("record_receipt") as connection:
+            await connection.execute(
+                self._sql(
+                    "UPDATE {s}.journal SET receipt = %s::json WHERE run_id = %s AND call_id = %s"
+                ),
+                (receipt.model_dump_json(), run_id, call_id),
+            )
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's write journal, in the order the intents were recorded."""
+        rows = await self._rows(
+            "journal",
+            "SELECT intent::text, receipt::text FROM {s}.journal WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        )
+        return [
+            JournalEntry(
+                intent=load_record(WriteIntent, run_id, intent),
+                receipt=None if receipt is None else load_record(Receipt, run_id, receipt),
+            )
+            for intent, receipt in rows
+        ]
+
+    async def submit_approval(self, run_id: str, approval: Approval) -> None:
+        """Durably store a decision for the next resume (see `RunStore`)."""
+        async with self._use("submit_approval") as connection:
+            await connection.execute(
+                self._sql("INSERT INTO {s}.approvals (run_id, approval) VALUES (%s, %s::json)"),
+                (run_id, approval.model_dump_json()),
+            )
+
+    async def submitted_approvals(self, run_id: str) -> list[Approval]:
+        """Return the decisions submitted for the run, in order."""
+        rows = await self._rows(
+            "submitted_approvals",
+            "SELECT approval::text FROM {s}.approvals WHERE run_id = %s ORDER BY seq",
+            (run_id,),
+        )
+        return [load_record(Approval, run_id, text) for (text,) in rows]
+
+    async def close(self) -> None:
+        """Close the connection (a later operation opens a new one)."""
+        connection, self._connection = self._connection, None
+        if connection is None or connection.closed:
+            return
+        if asyncio.get_running_loop() is self._loop:
+            await connection.close()
+        else:
+            connection.pgconn.finish()
+
+    async def __aenter__(self) -> PostgresRunStore:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresRunStore({self._where!r}, schema={self.schema!r})"

@@ -1,0 +1,50 @@
+"""The table layouts of the SQL stores, one migration per store schema version.
+
+Both dialects sit side by side so a layout change is made (and reviewed) for both at once. A store
+records the versions it applied in its ``ownloop_schema`` table and refuses a database whose
+version is newer than `STORE_SCHEMA_VERSION`. Append migrations; never edit a released one.
+"""
+
+from __future__ import annotations
+
+__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "STORE_SCHEMA_VERSION"]
+
+STORE_SCHEMA_VERSION = 1
+"""The table layout the SQL stores create and read."""
+
+SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # store schema 1
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY, version INTEGER NOT NULL, state TEXT NOT NULL,
+            status TEXT, stop_reason TEXT, updated_at TEXT NOT NULL, snapshot TEXT NOT NULL)""",
+        "CREATE INDEX runs_by_update ON runs (updated_at DESC)",
+        """CREATE TABLE leases (
+            run_id TEXT PRIMARY KEY, owner TEXT NOT NULL, token TEXT NOT NULL,
+            expires_at REAL NOT NULL)""",
+        """CREATE TABLE journal (
+            run_id TEXT NOT NULL, call_id TEXT NOT NULL, intent TEXT NOT NULL, receipt TEXT,
+            PRIMARY KEY (run_id, call_id))""",
+        """CREATE TABLE approvals (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, approval TEXT NOT NULL,
+            PRIMARY KEY (run_id, seq))""",
+    ),
+)
+POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # store schema 1; {s} is the store's schema
+        """CREATE TABLE {s}.runs (
+            run_id text PRIMARY KEY, version integer NOT NULL, state text NOT NULL,
+            status text, stop_reason text, updated_at timestamptz NOT NULL,
+            snapshot json NOT NULL)""",
+        "CREATE INDEX runs_by_update ON {s}.runs (updated_at DESC)",
+        """CREATE TABLE {s}.leases (
+            run_id text PRIMARY KEY, owner text NOT NULL, token text NOT NULL,
+            expires_at timestamptz NOT NULL)""",
+        """CREATE TABLE {s}.journal (
+            seq bigint GENERATED ALWAYS AS IDENTITY, run_id text NOT NULL,
+            call_id text NOT NULL, intent json NOT NULL, receipt json,
+            PRIMARY KEY (run_id, call_id))""",
+        """CREATE TABLE {s}.approvals (
+            seq bigint GENERATED ALWAYS AS IDENTITY, run_id text NOT NULL,
+            approval json NOT NULL, PRIMARY KEY (run_id, seq))""",
+    ),
+)

@@ -1,0 +1,313 @@
+"""`SqliteRunStore`: runs in one SQLite file (standard library ``sqlite3``), no server needed.
+
+The file is opened once, in WAL mode, with a busy timeout so several processes on one machine can
+share it. Every compare-and-set is a single SQL statement, so it is atomic across processes; taking
+a lease is one ``BEGIN IMMEDIATE`` transaction. The SQL is fast enough (tens of microseconds) to
+run inline on the event loop, so no thread pool is involved; a lock guards the one connection when
+a store is shared between threads.
+
+Durability: checkpoints commit with ``synchronous=NORMAL`` by default — durable against a crashed
+*process*, while a power loss may lose the last checkpoints (the run then resumes from an earlier
+one). Intents, receipts and approvals always commit with ``synchronous=FULL``, which also flushes
+every earlier commit, so the write journal survives a power loss too and a write is never executed
+twice. Pass ``synchronous="FULL"`` to make every checkpoint survive a power loss as well.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from ownloop.contracts import (
+    Approval,
+    JournalEntry,
+    Lease,
+    Receipt,
+    RunSnapshot,
+    RunSummary,
+    WriteIntent,
+)
+from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._port import StoredRun
+from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
+from ownloop.store._sql import (
+    lease_held,
+    lease_lost,
+    load_record,
+    load_snapshot,
+    newer_store_schema,
+    receipt_exists,
+    snapshot_row,
+    stale,
+)
+
+__all__ = ["SqliteRunStore"]
+
+_LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ?)"
+
+
+def _iso(moment: datetime) -> str:
+    """Return a UTC timestamp that sorts as text in time order."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
+
+
+class SqliteRunStore:
+    """Keeps runs in a SQLite file, shared safely by the processes of one machine.
+
+    Args:
+        path: The database file (created with its tables if missing).
+        synchronous: ``"NORMAL"`` (default) or ``"FULL"`` for checkpoints; the write journal and
+            approvals are always committed with ``FULL`` (see the module's durability note).
+        busy_timeout_s: How long a statement waits for another process's write to finish.
+
+    Raises:
+        ConfigurationError: If ``synchronous`` is neither ``"NORMAL"`` nor ``"FULL"``.
+        StoreError: If the file cannot be opened or its tables created.
+        SchemaVersionError: If the file was laid out by a newer ownloop.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
+        busy_timeout_s: float = 5.0,
+    ) -> None:
+        if synchronous not in ("NORMAL", "FULL"):
+            raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
+        self.path = os.fspath(path)
+        self.synchronous = synchronous
+        self._lock = threading.Lock()
+        self._closed = False
+        try:
+            self._db = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the run store at {self.path}: {error}") from error
+        try:
+            with self._guard("open"):
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute(f"PRAGMA synchronous={synchronous}")
+                self._migrate()
+        except BaseException:
+            self._db.close()
+            raise
+
+    @contextmanager
+    def _guard(self, operation: str) -> Iterator[sqlite3.Connection]:
+        """Hold the connection for one operation; turn sqlite3 errors into `StoreError`."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"{self!r} is closed")
+            try:
+                yield self._db
+            except sqlite3.Error as error:
+                if self._db.in_transaction:
+                    self._db.rollback()
+                raise StoreError(f"{operation} failed in {self!r}: {error}") from error
+
+    @contextmanager
+    def _transaction(self, *, durable: bool = False) -> Iterator[None]:
+        """Run statements in one ``BEGIN IMMEDIATE`` transaction (call inside `_guard`)."""
+        full = durable and self.synchronous != "FULL"
+        if full:
+            self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._db.rollback()
+                raise
+            self._db.execute("COMMIT")
+        finally:
+            if full:
+                self._db.execute(f"PRAGMA synchronous={self.synchronous}")
+
+    def _migrate(self) -> None:
+        with self._transaction():
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS ownloop_schema "
+                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM ownloop_schema")
+            current: int = row.fetchone()[0]
+            if current > STORE_SCHEMA_VERSION:
+                raise newer_store_schema(self.path, current)
+            for version in range(current + 1, STORE_SCHEMA_VERSION + 1):
+                for statement in SQLITE_MIGRATIONS[version - 1]:
+                    self._db.execute(statement)
+                self._db.execute(
+                    "INSERT INTO ownloop_schema VALUES (?, ?)", (version, _iso(datetime.now(UTC)))
+                )
+
+    async def save(
+        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+    ) -> int:
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
+        row = snapshot_row(snapshot)
+        values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
+        held: tuple[str, ...] = (row.run_id, lease.token) if lease is not None else ()
+        guard = _LEASED if lease is not None else "1"
+        with self._guard("save") as db:
+            if expected_version is None:
+                cursor = db.execute(
+                    "INSERT INTO runs (run_id, version, state, status, stop_reason, updated_at, "
+                    f"snapshot) SELECT ?, 1, ?, ?, ?, ?, ? WHERE {guard} "
+                    "ON CONFLICT (run_id) DO NOTHING",
+                    (row.run_id, *values, *held),
+                )
+            else:
+                cursor = db.execute(
+                    "UPDATE runs SET version = version + 1, state = ?, status = ?, "  # noqa: S608 - {guard} is a constant
+                    "stop_reason = ?, updated_at = ?, snapshot = ? "
+                    f"WHERE run_id = ? AND version = ? AND {guard}",
+                    (*values, row.run_id, expected_version, *held),
+                )
+            if cursor.rowcount == 1:
+                return (expected_version or 0) + 1
+            found = db.execute("SELECT version FROM runs WHERE run_id = ?", (row.run_id,))
+            version = found.fetchone()
+            holder = db.execute("SELECT token FROM leases WHERE run_id = ?", (row.run_id,))
+            token = holder.fetchone()
+        if lease is not None and (token is None or token[0] != lease.token):
+            raise lease_lost(row.run_id)
+        raise stale(row.run_id, version[0] if version else None, expected_version)
+
+    async def get(self, run_id: str) -> StoredRun | None:
+        """Return the latest snapshot and version, or ``None`` (see `RunStore`)."""
+        with self._guard("get") as db:
+            row = db.execute(
+                "SELECT version, snapshot FROM runs WHERE run_id = ?", (run_id,)
+            ).fetchone()
+        return None if row is None else StoredRun(load_snapshot(run_id, row[1]), row[0])
+
+    async def list_runs(
+        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+    ) -> list[RunSummary]:
+        """List runs, most recently updated first (see `RunStore`)."""
+        with self._guard("list_runs") as db:
+            rows = db.execute(
+                "SELECT run_id, state, status, stop_reason, version, updated_at FROM runs "
+                "WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR status = ?2) "
+                "ORDER BY updated_at DESC, run_id LIMIT ?3",
+                (state, status, max(1, min(limit, 1000))),
+            ).fetchall()
+        return [
+            RunSummary(
+                run_id=run_id,
+                state=run_state,
+                status=run_status,
+                stop_reason=stop_reason,
+                version=version,
+                updated_at=datetime.fromisoformat(updated_at),
+            )
+            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
+        ]
+
+    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+        """Take the run's lease unless another owner holds an unexpired one (see `RunStore`)."""
+        with self._guard("acquire_lease") as db, self._transaction():
+            now = time.time()
+            held = db.execute(
+                "SELECT owner, expires_at FROM leases WHERE run_id = ?", (run_id,)
+            ).fetchone()
+            if held is not None and held[0] != owner and held[1] > now:
+                raise lease_held(run_id, held[0], datetime.fromtimestamp(held[1], UTC))
+            token, expires_at = uuid.uuid4().hex, now + ttl_s
+            db.execute(
+                "INSERT INTO leases VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
+                (run_id, owner, token, expires_at),
+            )
+        return Lease(
+            run_id=run_id,
+            owner=owner,
+            token=token,
+            expires_at=datetime.fromtimestamp(expires_at, UTC),
+        )
+
+    async def release_lease(self, lease: Lease) -> None:
+        """Give the lease back if it is still held (see `RunStore`)."""
+        with self._guard("release_lease") as db:
+            db.execute(
+                "DELETE FROM leases WHERE run_id = ? AND token = ?", (lease.run_id, lease.token)
+            )
+
+    async def record_intent(self, intent: WriteIntent) -> None:
+        """Durably record a write about to execute (see `RunStore`).
+
+        Raises:
+            StaleCheckpoint: If the write already has a receipt: the caller's view is stale.
+        """
+        with self._guard("record_intent") as db, self._transaction(durable=True):
+            cursor = db.execute(
+                "INSERT INTO journal VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, call_id) "
+                "DO UPDATE SET intent = excluded.intent WHERE journal.receipt IS NULL",
+                (intent.run_id, intent.call_id, intent.model_dump_json()),
+            )
+            if cursor.rowcount == 0:
+                raise receipt_exists(intent.run_id, intent.call_id)
+
+    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
+        """Durably record how a journaled write ended (see `RunStore`)."""
+        with self._guard("record_receipt") as db, self._transaction(durable=True):
+            db.execute(
+                "UPDATE journal SET receipt = ? WHERE run_id = ? AND call_id = ?",
+                (receipt.model_dump_json(), run_id, call_id),
+            )
+
+    async def journal(self, run_id: str) -> list[JournalEntry]:
+        """Return the run's write journal, in the order the intents were recorded."""
+        with self._guard("journal") as db:
+            rows = db.execute(
+                "SELECT intent, receipt FROM journal WHERE run_id = ? ORDER BY rowid", (run_id,)
+            ).fetchall()
+        return [
+            JournalEntry(
+                intent=load_record(WriteIntent, run_id, intent),
+                receipt=None if receipt is None else load_record(Receipt, run_id, receipt),
+            )
+            for intent, receipt in rows
+        ]
+
+    async def submit_approval(self, run_id: str, approval: Approval) -> None:
+        """Durably store a decision for the next resume (see `RunStore`)."""
+        with self._guard("submit_approval") as db, self._transaction(durable=True):
+            db.execute(
+                "INSERT INTO approvals SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM approvals "
+                "WHERE run_id = ?",
+                (run_id, approval.model_dump_json(), run_id),
+            )
+
+    async def submitted_approvals(self, run_id: str) -> list[Approval]:
+        """Return the decisions submitted for the run, in order."""
+        with self._guard("submitted_approvals") as db:
+            rows = db.execute(
+                "SELECT approval FROM approvals WHERE run_id = ? ORDER BY seq", (run_id,)
+            ).fetchall()
+        return [load_record(Approval, run_id, text) for (text,) in rows]
+
+    async def close(self) -> None:
+        """Close the database connection; the store cannot be used afterwards."""
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._db.close()
+
+    async def __aenter__(self) -> SqliteRunStore:
+        return self
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteRunStore({self.path!r})"

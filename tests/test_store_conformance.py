@@ -1,0 +1,315 @@
+"""The `RunStore` promises, proven against every store: memory, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ownloop import Approval, Receipt, RunStatus
+from ownloop.contracts import RunSnapshot, WriteIntent
+from ownloop.exceptions import RunLeased, SchemaVersionError, StaleCheckpoint
+from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
+from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
+
+Run = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+@pytest.fixture
+def run() -> Iterator[Run]:
+    """One event loop per test, so a store keeps its connection for the whole test."""
+    loop = asyncio.new_event_loop()
+    yield loop.run_until_complete
+    loop.close()
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def store(request: pytest.FixtureRequest, tmp_path: Path, run: Run) -> Iterator[RunStore]:
+    """Each store, empty."""
+    if request.param == "memory":
+        yield MemoryRunStore()
+        return
+    durable: SqliteRunStore | PostgresRunStore
+    if request.param == "sqlite":
+        durable = SqliteRunStore(tmp_path / "runs.db")
+    else:
+        durable = PostgresRunStore(postgres_dsn(), schema=fresh_schema())
+    yield durable
+    run(durable.close())
+
+
+def _intent(call_id: str, run_id: str = "run-1") -> WriteIntent:
+    return WriteIntent(
+        run_id=run_id,
+        call_id=call_id,
+        tool="export",
+        idempotency_key=f"key-{call_id}",
+        arguments_digest="d" * 64,
+        recorded_at=T0,
+    )
+
+
+def _receipt(call_id: str) -> Receipt:
+    return Receipt(call_id=call_id, tool="export", status="ok", effect="applied", data={"n": 1})
+
+
+def _approval(request_id: str, approver: str = "alice") -> Approval:
+    return Approval(
+        request_id=request_id, approved=True, approver=approver, reason="checked", decided_at=T0
+    )
+
+
+def test_unknown_run_is_none(store: RunStore, run: Run) -> None:
+    """Getting a run that was never saved returns None."""
+    assert run(store.get("missing")) is None
+
+
+def test_save_then_get_round_trips_the_snapshot(store: RunStore, run: Run) -> None:
+    """A saved snapshot comes back equal, field for field, with its version."""
+    original = snapshot(task="naïve ünïcode \x00 and a NUL", status=RunStatus.COMPLETED)
+    assert run(store.save(original, expected_version=None)) == 1
+    stored = run(store.get("run-1"))
+    assert stored is not None
+    assert (stored.snapshot, stored.version) == (original, 1)
+
+
+def test_versions_increase_by_one_per_save(store: RunStore, run: Run) -> None:
+    """Each compare-and-set save returns the next version."""
+    version = run(store.save(snapshot(), expected_version=None))
+    for expected in (2, 3, 4):
+        version = run(store.save(snapshot(at=expected), expected_version=version))
+        assert version == expected
+    stored = run(store.get("run-1"))
+    assert stored is not None
+    assert (stored.version, stored.snapshot.saved_at) == (4, snapshot(at=4).saved_at)
+
+
+def test_stale_save_is_refused_and_changes_nothing(store: RunStore, run: Run) -> None:
+    """A writer that saw an older version gets StaleCheckpoint; the stored snapshot stays."""
+    run(store.save(snapshot(), expected_version=None))
+    run(store.save(snapshot(task="newer"), expected_version=1))
+    with pytest.raises(StaleCheckpoint, match="another writer"):
+        run(store.save(snapshot(task="stale"), expected_version=1))
+    stored = run(store.get("run-1"))
+    assert stored is not None
+    assert (stored.snapshot.task, stored.version) == ("newer", 2)
+
+
+def test_creating_an_existing_run_is_stale(store: RunStore, run: Run) -> None:
+    """Saving a new run (expected version None) whose id exists is refused."""
+    run(store.save(snapshot(), expected_version=None))
+    with pytest.raises(StaleCheckpoint):
+        run(store.save(snapshot(task="again"), expected_version=None))
+    stored = run(store.get("run-1"))
+    assert stored is not None
+    assert stored.snapshot.task == "task"
+
+
+def test_expecting_a_version_of_an_unknown_run_is_stale(store: RunStore, run: Run) -> None:
+    """Saving with an expected version for a run never stored is refused."""
+    with pytest.raises(StaleCheckpoint):
+        run(store.save(snapshot(), expected_version=3))
+    assert run(store.get("run-1")) is None
+
+
+def test_newer_schema_version_is_refused_on_save(store: RunStore, run: Run) -> None:
+    """A snapshot of a schema version this ownloop does not know is not stored."""
+    newer = snapshot().model_copy(update={"schema_version": 99})
+    with pytest.raises(SchemaVersionError, match="schema version 99"):
+        run(store.save(newer, expected_version=None))
+    assert run(store.get("run-1")) is None
+
+
+def test_lease_is_exclusive_until_it_expires(store: RunStore, run: Run) -> None:
+    """A second worker gets RunLeased naming the holder; after expiry it takes the run over."""
+    first = run(store.acquire_lease("run-1", "worker-a", 0.2))
+    assert (first.owner, first.run_id) == ("worker-a", "run-1")
+    with pytest.raises(RunLeased, match="worker-a"):
+        run(store.acquire_lease("run-1", "worker-b", 60))
+    time.sleep(0.25)
+    second = run(store.acquire_lease("run-1", "worker-b", 60))
+    assert second.owner == "worker-b"
+    assert second.token != first.token
+    assert second.expires_at > first.expires_at
+
+
+def test_the_holder_may_renew_its_lease(store: RunStore, run: Run) -> None:
+    """The owner of an unexpired lease can take it again (a new token); others still cannot."""
+    first = run(store.acquire_lease("run-1", "worker-a", 60))
+    again = run(store.acquire_lease("run-1", "worker-a", 60))
+    assert again.token != first.token
+    with pytest.raises(RunLeased):
+        run(store.acquire_lease("run-1", "worker-b", 60))
+
+
+def test_leases_are_per_run(store: RunStore, run: Run) -> None:
+    """A lease on one run does not block another run."""
+    run(store.acquire_lease("run-1", "worker-a", 60))
+    assert run(store.acquire_lease("run-2", "worker-b", 60)).owner == "worker-b"
+
+
+def test_released_lease_frees_the_run(store: RunStore, run: Run) -> None:
+    """After release another worker takes the run at once."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.release_lease(lease))
+    assert run(store.acquire_lease("run-1", "worker-b", 60)).owner == "worker-b"
+
+
+def test_releasing_a_lost_lease_keeps_the_new_holders(store: RunStore, run: Run) -> None:
+    """A worker whose lease was taken over cannot release the new holder's lease."""
+    old = run(store.acquire_lease("run-1", "worker-a", 0.05))
+    time.sleep(0.1)
+    run(store.acquire_lease("run-1", "worker-b", 60))
+    run(store.release_lease(old))
+    with pytest.raises(RunLeased, match="worker-b"):
+        run(store.acquire_lease("run-1", "worker-c", 60))
+
+
+def test_save_with_the_held_lease_succeeds(store: RunStore, run: Run) -> None:
+    """A worker holding the run's lease saves new and existing runs."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    assert run(store.save(snapshot(), expected_version=None, lease=lease)) == 1
+    assert run(store.save(snapshot(at=1), expected_version=1, lease=lease)) == 2
+
+
+def test_save_after_losing_the_lease_is_refused(store: RunStore, run: Run) -> None:
+    """Once another worker took the lease over, the old holder's saves fail with RunLeased."""
+    old = run(store.acquire_lease("run-1", "worker-a", 0.05))
+    run(store.save(snapshot(), expected_version=None, lease=old))
+    time.sleep(0.1)
+    new = run(store.acquire_lease("run-1", "worker-b", 60))
+    with pytest.raises(RunLeased, match="lost"):
+        run(store.save(snapshot(task="old worker"), expected_version=1, lease=old))
+    assert run(store.save(snapshot(task="new worker"), expected_version=1, lease=new)) == 2
+
+
+def test_save_with_a_released_lease_is_refused(store: RunStore, run: Run) -> None:
+    """A lease given back no longer authorizes saves, not even of a new run."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.release_lease(lease))
+    with pytest.raises(RunLeased):
+        run(store.save(snapshot(), expected_version=None, lease=lease))
+    assert run(store.get("run-1")) is None
+
+
+def test_journal_keeps_intents_in_order_with_their_receipts(store: RunStore, run: Run) -> None:
+    """Intents come back in recording order; a receipt attaches to its intent only."""
+    for call_id in ("c3", "c1", "c2"):
+        run(store.record_intent(_intent(call_id)))
+    run(store.record_receipt("run-1", "c1", _receipt("c1")))
+    entries = run(store.journal("run-1"))
+    assert [entry.intent.call_id for entry in entries] == ["c3", "c1", "c2"]
+    assert [entry.receipt for entry in entries] == [None, _receipt("c1"), None]
+    assert entries[0].intent == _intent("c3")
+
+
+def test_journal_is_per_run(store: RunStore, run: Run) -> None:
+    """A run's journal holds only its own writes; an unknown run's journal is empty."""
+    run(store.record_intent(_intent("c1", run_id="run-1")))
+    run(store.record_intent(_intent("c1", run_id="run-2")))
+    run(store.record_receipt("run-2", "c1", _receipt("c1")))
+    assert [entry.receipt for entry in run(store.journal("run-1"))] == [None]
+    assert run(store.journal("missing")) == []
+
+
+def test_receipt_without_intent_records_nothing(store: RunStore, run: Run) -> None:
+    """A receipt for a call that has no intent does not invent a journal entry."""
+    run(store.record_receipt("run-1", "ghost", _receipt("ghost")))
+    assert run(store.journal("run-1")) == []
+
+
+def test_intent_for_a_write_with_a_receipt_is_refused(store: RunStore, run: Run) -> None:
+    """A worker with a stale view cannot journal (and so execute) a write that already ended."""
+    run(store.record_intent(_intent("c1")))
+    run(store.record_receipt("run-1", "c1", _receipt("c1")))
+    with pytest.raises(StaleCheckpoint, match="already has a receipt"):
+        run(store.record_intent(_intent("c1")))
+    assert [entry.receipt for entry in run(store.journal("run-1"))] == [_receipt("c1")]
+
+
+def test_submitted_approvals_wait_in_order(store: RunStore, run: Run) -> None:
+    """Decisions submitted for a run come back in submission order, and only for that run."""
+    run(store.submit_approval("run-1", _approval("req-2", "bob")))
+    run(store.submit_approval("run-2", _approval("req-9")))
+    run(store.submit_approval("run-1", _approval("req-1")))
+    assert run(store.submitted_approvals("run-1")) == [
+        _approval("req-2", "bob"),
+        _approval("req-1"),
+    ]
+    assert run(store.submitted_approvals("missing")) == []
+
+
+def _four_runs(store: RunStore, run: Run) -> None:
+    run(
+        store.save(
+            snapshot("old-done", state="finished", status=RunStatus.COMPLETED, at=1),
+            expected_version=None,
+        )
+    )
+    run(
+        store.save(
+            snapshot("paused", state="paused", status=RunStatus.PAUSED, at=4), expected_version=None
+        )
+    )
+    run(store.save(snapshot("running", at=3), expected_version=None))
+    run(
+        store.save(
+            snapshot("new-done", state="finished", status=RunStatus.COMPLETED, at=2),
+            expected_version=None,
+        )
+    )
+
+
+def test_list_runs_newest_first(store: RunStore, run: Run) -> None:
+    """Runs are listed by last update, newest first, with their state, status and version."""
+    _four_runs(store, run)
+    lines = run(store.list_runs())
+    assert [line.run_id for line in lines] == ["paused", "running", "new-done", "old-done"]
+    paused = lines[0]
+    assert (paused.state, paused.status, paused.stop_reason, paused.version) == (
+        "paused",
+        "paused",
+        "approval_required",
+        1,
+    )
+    assert paused.updated_at == snapshot(at=4).saved_at
+    assert (lines[1].status, lines[1].stop_reason) == (None, None)
+
+
+def test_list_runs_filters_by_state_and_status(store: RunStore, run: Run) -> None:
+    """State and status filters combine; an unmatched filter lists nothing."""
+    _four_runs(store, run)
+    finished = run(store.list_runs(state="finished"))
+    assert [line.run_id for line in finished] == ["new-done", "old-done"]
+    assert [line.run_id for line in run(store.list_runs(status="paused"))] == ["paused"]
+    assert run(store.list_runs(state="running", status="completed")) == []
+
+
+def test_list_runs_limit_is_bounded(store: RunStore, run: Run) -> None:
+    """The limit caps the listing and is clamped to at least one run."""
+    _four_runs(store, run)
+    assert [line.run_id for line in run(store.list_runs(limit=2))] == ["paused", "running"]
+    assert len(run(store.list_runs(limit=0))) == 1
+    assert len(run(store.list_runs(limit=10_000))) == 4
+
+
+def test_list_runs_shows_the_latest_save(store: RunStore, run: Run) -> None:
+    """A run's listing line follows its latest snapshot and version."""
+    run(store.save(snapshot(at=1), expected_version=None))
+    run(
+        store.save(snapshot(state="finished", status=RunStatus.COMPLETED, at=9), expected_version=1)
+    )
+    (line,) = run(store.list_runs())
+    assert (line.state, line.status, line.version) == ("finished", "completed", 2)
+
+
+def test_snapshot_type_is_kept(store: RunStore, run: Run) -> None:
+    """What comes back is a RunSnapshot, not a dict."""
+    run(store.save(snapshot(), expected_version=None))
+    stored = run(store.get("run-1"))
+    assert stored is not None
+    assert isinstance(stored.snapshot, RunSnapshot)
