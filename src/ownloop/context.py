@@ -25,6 +25,13 @@ __all__ = ["Compaction", "ContextPolicy", "plan_compaction", "split_turns"]
 class ContextPolicy:
     """When and how to compact the conversation.
 
+    The defaults compact rarely and drop much: a request may grow to 8,000 tokens (the head, the
+    tools and about three observations of ``Limits.max_observation_chars``), and a compaction
+    keeps only the last turn, so the next one is several turns away. Each compaction changes the
+    request's prefix, which providers' prompt caches key on, so fewer, larger compactions are
+    cheaper than shaving one turn every time. Keep more turns when the model needs earlier
+    observations verbatim, or give the agent a summarizer.
+
     Args:
         max_request_tokens: Compact when the next request's estimated input exceeds this.
         keep_last_turns: Turns always kept at the end (fewer only if they alone exceed the cap).
@@ -32,8 +39,8 @@ class ContextPolicy:
             uses tiktoken when available).
     """
 
-    max_request_tokens: int = 24_000
-    keep_last_turns: int = 3
+    max_request_tokens: int = 8_000
+    keep_last_turns: int = 1
     counter: TokenCounter = heuristic_tokens
 
     def __post_init__(self) -> None:
@@ -51,7 +58,8 @@ class Compaction:
         head: The pinned messages (system messages and the task).
         dropped: The messages to remove, whole turns only.
         tail: The kept recent turns.
-        dropped_turns: How many turns are removed.
+        dropped_turns: How many turns (led by an assistant message) are removed; a previous
+            compaction's placeholder is removed too but is not a turn.
         before_tokens: Estimated request tokens before.
     """
 
@@ -101,7 +109,8 @@ def plan_compaction(
         policy: The policy.
 
     Returns:
-        A plan, or ``None`` when the request fits or there is nothing whole to drop.
+        A plan, or ``None`` when the request fits or there is no whole turn to drop (removing
+        only an earlier placeholder would just replace it with another).
     """
     before = estimate_request_tokens(messages, tools, policy.counter)
     if before <= policy.max_request_tokens:
@@ -117,12 +126,13 @@ def plan_compaction(
             break
         keep -= 1
     dropped_turns = turns[: len(turns) - keep]
-    if not dropped_turns:
+    counted = sum(isinstance(turn[0], AssistantMessage) for turn in dropped_turns)
+    if not counted:
         return None
     return Compaction(
         head=tuple(head),
         dropped=tuple(message for turn in dropped_turns for message in turn),
         tail=tuple(message for turn in turns[len(turns) - keep :] for message in turn),
-        dropped_turns=len(dropped_turns),
+        dropped_turns=counted,
         before_tokens=before,
     )

@@ -2,9 +2,12 @@
 
 With the optional extra ``ownloop[tokens]`` and an encoding available locally, `tiktoken` counts
 exactly; otherwise a documented heuristic estimates: one token per four characters of text (rounded
-up), plus four tokens of framing per message and the characters of tool schemas. The heuristic
-errs a little high for English prose and is within ±25% for code and JSON — good enough to refuse
-a request that would cross a budget, never a substitute for the provider's reported usage.
+up), except that each CJK character (and any other character from U+2E80 on) counts as a token of
+its own, plus four tokens of framing per message and the characters of tool schemas. The heuristic
+errs a little high for English prose and is within ±25% for code and JSON; counting CJK text by
+the character keeps it from undercounting Chinese, Japanese or Korean three- or fourfold. Good
+enough to refuse a request that would cross a budget, never a substitute for the provider's
+reported usage.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
@@ -30,10 +34,13 @@ TokenCounter = Callable[[str], int]
 
 CHARS_PER_TOKEN = 4
 MESSAGE_OVERHEAD_TOKENS = 4
+# CJK ideographs, kana, Hangul and everything above them: BPE encodings spend about a token on
+# each, where Latin, Cyrillic or Greek text averages three to five characters per token.
+_WIDE = re.compile("[\u2e80-\U0010ffff]")
 
 
 def heuristic_tokens(text: str) -> int:
-    """Estimate tokens as one per four characters, rounded up.
+    """Estimate tokens: one per four characters, rounded up, and one per CJK character.
 
     Args:
         text: The text.
@@ -41,7 +48,10 @@ def heuristic_tokens(text: str) -> int:
     Returns:
         The estimate.
     """
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    if text.isascii():
+        return math.ceil(len(text) / CHARS_PER_TOKEN)
+    wide = _WIDE.subn("", text)[1]
+    return math.ceil((len(text) - wide) / CHARS_PER_TOKEN) + wide
 
 
 @lru_cache(maxsize=1)
@@ -56,6 +66,7 @@ def token_counter() -> TokenCounter:
         encoding = tiktoken.get_encoding("o200k_base")
     except Exception:  # not installed, or its encoding file cannot be fetched offline
         return heuristic_tokens
+
     def count(text: str) -> int:
         return len(encoding.encode(text, disallowed_special=()))
 
