@@ -12,9 +12,24 @@ import pytest
 import ownloop
 import ownloop.contracts
 import ownloop.exceptions
+import ownloop.memory
+import ownloop.patterns
+import ownloop.policy
+import ownloop.store
+import ownloop.tools
+import ownloop.tracing
 from ownloop import OwnloopError
 
-FACADES = [ownloop, ownloop.contracts]
+FACADES = [
+    ownloop,
+    ownloop.contracts,
+    ownloop.memory,
+    ownloop.patterns,
+    ownloop.policy,
+    ownloop.store,
+    ownloop.tools,
+    ownloop.tracing,
+]
 
 
 def _isort_key(name: str) -> tuple[int, str]:

@@ -54,7 +54,7 @@ from ownloop.models import AgentModel
 from ownloop.policy import Policy
 from ownloop.redaction import Redactor
 from ownloop.retry import RetryPolicy
-from ownloop.store import MemoryRunStore, RunStore
+from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tools import (
     Confirmed,
     NotApplied,
@@ -101,6 +101,7 @@ __all__ = [
     "PendingOperation",
     "PermanentModelError",
     "Policy",
+    "PostgresRunStore",
     "Price",
     "PriceTable",
     "ProviderError",
@@ -117,6 +118,7 @@ __all__ = [
     "RunStore",
     "SchemaVersionError",
     "Sensitive",
+    "SqliteRunStore",
     "StaleCheckpoint",
     "StillUnknown",
     "StopReason",

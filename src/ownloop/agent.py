@@ -27,6 +27,7 @@ from ownloop.contracts import (
     Actor,
     Approval,
     AssistantMessage,
+    JournalEntry,
     Limits,
     Message,
     ModelSettings,
@@ -227,6 +228,8 @@ class Agent:
             has_summarizer=summarizer is not None,
             prices=prices,
         )
+        if prices is not None:
+            prices.price(self._config.versions.model)  # fail now, not after a paid call
         self._driver = Driver(model, self._config.clock, approver, revision, summarizer)
         self._sinks = tuple(trace_sinks)
         self.redactor = redactor if redactor is not None else Redactor()
@@ -370,23 +373,41 @@ class Agent:
         """
         decisions = list(approvals)
         if isinstance(paused, RunResult) and self.store is None:
-            snapshot, version = _snapshot_of_result(paused), None
-        else:
-            run_id = paused if isinstance(paused, str) else paused.run_id
-            if self.store is None:
-                raise ConfigurationError("resuming a run by id needs Agent(store=...)")
-            stored = await self.store.get(run_id)
+            snapshot = _snapshot_of_result(paused)
+            return await self._driver.drive(
+                run_loop(self._config, self._restore(snapshot, decisions, []))
+            )
+        run_id = paused if isinstance(paused, str) else paused.run_id
+        store = self.store
+        if store is None:
+            raise ConfigurationError("resuming a run by id needs Agent(store=...)")
+        # Lease first, then load: a worker must never continue from a view another worker
+        # changed after it was read.
+        lease = await store.acquire_lease(run_id, self.worker_id, self._lease_ttl_s)
+        try:
+            stored = await store.get(run_id)
             if stored is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.store!r}")
-            snapshot, version = stored.snapshot, stored.version
-            decisions = [*await self.store.submitted_approvals(run_id), *decisions]
+                raise RunNotFound(f"no run {run_id!r} in {store!r}")
+            applied = {*stored.snapshot.approvals, *stored.snapshot.available_approvals}
+            submitted = [a for a in await store.submitted_approvals(run_id) if a not in applied]
+            state = self._restore(
+                stored.snapshot, [*submitted, *decisions], await store.journal(run_id)
+            )
+            loop = run_loop(self._config, state)
+            return await self._driver.drive(loop, RunSession(store, lease, stored.version))
+        finally:
+            await store.release_lease(lease)
+
+    def _restore(
+        self, snapshot: RunSnapshot, decisions: list[Approval], journal: list[JournalEntry]
+    ) -> RunState:
+        """Rebuild a resumable run's state, refusing finished runs and misaddressed approvals."""
         if snapshot.state == "finished":
             status = snapshot.result.status.value if snapshot.result else "finished"
             raise ConfigurationError(
                 f"run {snapshot.run_id} is {status}, not paused: it cannot be resumed"
             )
         _check_requests(snapshot, decisions)
-        journal = await self.store.journal(snapshot.run_id) if self.store is not None else []
         state = restore_state(
             snapshot,
             clock=self._config.clock,
@@ -397,7 +418,7 @@ class Agent:
             redactor=self._trace_redactor(),
         )
         state.pending_calls = self._pending_calls(state)
-        return await self._drive(state, version)
+        return state
 
     def resume_sync(
         self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()

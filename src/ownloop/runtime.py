@@ -149,7 +149,7 @@ class Driver:
         if isinstance(effect, Summarize):
             if self._summarizer is None:
                 return None
-            return await self._call_model(self._summarizer, effect.request, None)
+            return await self._call_model(self._summarizer, effect.request, effect.timeout_s)
         if isinstance(effect, InvokeTool):
             try:
                 return ToolReturn(
@@ -187,7 +187,7 @@ class Driver:
         return Decided(decision if isinstance(decision, Approval) else None)
 
     async def _call_model(
-        self, model: AgentModel, request: ModelRequest, timeout_s: float | None
+        self, model: AgentModel, request: ModelRequest, timeout_s: float
     ) -> Outcome:
         try:
             async with asyncio.timeout(timeout_s):

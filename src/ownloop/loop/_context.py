@@ -9,15 +9,19 @@ from ownloop.context import Compaction, plan_compaction
 from ownloop.contracts import (
     ContextCompacted,
     Message,
+    ModelFailed,
     ModelRequest,
+    ModelRequested,
+    ModelResponded,
     ModelResponse,
     SystemMessage,
     UserMessage,
 )
-from ownloop.cost import cost_of
+from ownloop.cost import Price, cost_of
+from ownloop.exceptions import ConfigurationError
 from ownloop.loop._finish import end_for_budget
 from ownloop.loop.config import LoopConfig
-from ownloop.loop.effects import Effect, Outcome, Summarize
+from ownloop.loop.effects import Effect, Failure, Outcome, Summarize
 from ownloop.loop.state import RunState
 from ownloop.tokens import estimate_request_tokens, heuristic_tokens
 
@@ -48,7 +52,7 @@ def prepare_context(config: LoopConfig, state: RunState) -> Generator[Effect, Ou
     upcoming = estimate_request_tokens(state.messages, state.tools, counter)
     end_for_budget(check_tokens(config.limits, state.usage, "before_model_call", upcoming))
     if config.limits.max_cost is not None and config.prices is not None:
-        price = config.prices.price(config.versions.model)
+        price = _price(config, config.versions.model)
         end_for_budget(check_cost(config.limits, state.usage, upcoming * price.input / 1_000_000))
 
 
@@ -61,8 +65,20 @@ def charge(config: LoopConfig, state: RunState, response: ModelResponse) -> None
         response: The response.
     """
     if config.prices is not None:
-        price = config.prices.price(response.model or config.versions.model)
-        state.count(cost=cost_of(response.usage, price))
+        state.count(cost=cost_of(response.usage, _price(config, response.model)))
+
+
+def _price(config: LoopConfig, model: str | None) -> Price:
+    """The price of ``model``, or of the agent's configured model when ``model`` is unpriced.
+
+    The response was already paid for: an unlisted name reported by the provider must not lose
+    the run. The agent checked at construction that its configured model has a price.
+    """
+    assert config.prices is not None
+    try:
+        return config.prices.price(model or config.versions.model)
+    except ConfigurationError:
+        return config.prices.price(config.versions.model)
 
 
 def _compact(
@@ -70,10 +86,15 @@ def _compact(
 ) -> Generator[Effect, Outcome, None]:
     summary = yield from _summary(config, state, plan) if config.has_summarizer else _none()
     known = ", ".join(state.evidence) or "none"
+    earlier = sum(
+        event.dropped_turns
+        for event in (*state.prior_trace, *state.trace.events)
+        if isinstance(event, ContextCompacted)
+    )
     text = (
-        f"[Context compacted by the runtime: {plan.dropped_turns} earlier turn(s), "
-        f"{len(plan.dropped)} message(s), were removed to keep requests bounded. "
-        f"Evidence observed so far: {known}.]"
+        f"[Context compacted by the runtime: {earlier + plan.dropped_turns} earlier turn(s) in "
+        f"all ({plan.dropped_turns} now, {len(plan.dropped)} message(s)) were removed to keep "
+        f"requests bounded. Evidence observed so far: {known}.]"
     )
     if summary:
         text = f"{text}\nSummary of the removed turns:\n{summary}"
@@ -108,9 +129,35 @@ def _summary(
         step=max(state.usage.steps, 1),
         messages=(SystemMessage(content=SUMMARY_INSTRUCTIONS), UserMessage(content=rendered)),
     )
+    counter = config.context.counter if config.context is not None else heuristic_tokens
+    upcoming = estimate_request_tokens(request.messages, (), counter)
+    if check_tokens(config.limits, state.usage, "before_model_call", upcoming) is not None:
+        return None  # a summary would cross the token budget: the placeholder costs nothing
+    if config.limits.max_cost is not None and config.prices is not None:
+        price = _price(config, config.versions.model)
+        if check_cost(config.limits, state.usage, upcoming * price.input / 1_000_000) is not None:
+            return None
     state.count(model_attempts=1)
-    outcome = yield Summarize(request)
+    state.trace.emit(
+        ModelRequested,
+        step=request.step,
+        attempt=1,
+        messages=len(request.messages),
+        request_chars=len(SUMMARY_INSTRUCTIONS) + len(rendered),
+        tools=0,
+    )
+    started = config.clock.monotonic()
+    remaining = config.limits.deadline_s - (config.clock.monotonic() - state.started_at)
+    outcome = yield Summarize(request, max(remaining, 0.0))
     if not isinstance(outcome, ModelResponse):
+        failure = outcome.error if isinstance(outcome, Failure) else None
+        state.trace.emit(
+            ModelFailed,
+            step=request.step,
+            attempt=1,
+            error={"type": type(failure).__name__, "message": "summary failed: placeholder used"},
+            retryable=False,
+        )
         return None
     state.count(
         model_requests=1,
@@ -118,6 +165,16 @@ def _summary(
         output_tokens=outcome.usage.output_tokens,
     )
     charge(config, state, outcome)
+    state.trace.emit(
+        ModelResponded,
+        step=request.step,
+        attempt=1,
+        decision="final",
+        usage=outcome.usage,
+        model=outcome.model,
+        provider_request_id=outcome.provider_request_id,
+        duration_s=max(config.clock.monotonic() - started, 0.0),
+    )
     return (outcome.final_output or "")[: config.limits.max_observation_chars] or None
 
 

@@ -61,6 +61,7 @@ def settle_pending(config: LoopConfig, state: RunState) -> Generator[Effect, Out
                 EffectReconciled, call_id=call_id, tool=spec.name, outcome="not_applied"
             )
             state.settle(call_id)
+            state.journal.pop(call_id, None)  # the lookup cleared it: the retry may run
             receipt = yield from execute(config, state, validated)
             if receipt.status == "unknown":
                 state.add_pending(validated, receipt.message or "effect unknown", receipt.revision)

@@ -113,9 +113,11 @@ class Summarize:
 
     Attributes:
         request: The summarization request.
+        timeout_s: The most seconds the call may take before the run's deadline.
     """
 
     request: ModelRequest
+    timeout_s: float
 
 
 @dataclass(frozen=True, slots=True)
