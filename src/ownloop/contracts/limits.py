@@ -104,9 +104,10 @@ class Usage(Record):
         Raises:
             ValueError: If a name is not a counter or an amount is negative.
         """
-        fields = type(self).model_fields
+        values = dict(self.__dict__)
         for name, amount in increments.items():
-            if name not in fields or amount < 0:
+            if name not in values or amount < 0:
                 raise ValueError(f"cannot add {amount!r} to usage counter {name!r}")
-        updates = {name: getattr(self, name) + amount for name, amount in increments.items()}
-        return self.model_copy(update=updates)
+            values[name] += amount
+        # Every counter was valid and only grows: skip re-validation on this hot path.
+        return Usage.model_construct(**values)

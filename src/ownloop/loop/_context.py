@@ -49,7 +49,9 @@ def prepare_context(config: LoopConfig, state: RunState) -> Generator[Effect, Ou
         plan = plan_compaction(state.messages, state.tools, config.context)
         if plan is not None:
             yield from _compact(config, state, plan)
-    upcoming = estimate_request_tokens(state.messages, state.tools, counter)
+    if state.tool_tokens is None:
+        state.tool_tokens = estimate_request_tokens((), state.tools, counter)
+    upcoming = estimate_request_tokens(state.messages, (), counter) + state.tool_tokens
     end_for_budget(check_tokens(config.limits, state.usage, "before_model_call", upcoming))
     if config.limits.max_cost is not None and config.prices is not None:
         price = _price(config, config.versions.model)

@@ -56,6 +56,7 @@ class RunState:
         deferred_feedback: Runtime messages for the model, held until the current turn's tool
             observations are complete (providers reject a message between them).
         journal: The stored write journal by call id, when the run was restored from a store.
+        tool_tokens: The estimated tokens of the offered tool schemas (fixed for the run).
     """
 
     run_id: str
@@ -81,6 +82,7 @@ class RunState:
     prior_trace: tuple[TraceEvent, ...] = ()
     deferred_feedback: list[str] = field(default_factory=list)
     journal: dict[str, JournalEntry] = field(default_factory=dict)
+    tool_tokens: int | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""

@@ -10,6 +10,7 @@ text (mark a numeric secret parameter ``Sensitive()`` to hide it at the source).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
@@ -82,6 +83,11 @@ class Redactor:
         # PEM blocks first (a key=value rule would stop at the block's first space), then
         # key=value text, so "Authorization: Bearer …" becomes one marker.
         self._rules = (*builtin[:1], *assignment, *builtin[1:], *self.patterns)
+        # One search for every rule's hints decides, for most texts, that no hinted rule can
+        # match; only then are the rules tried one by one.
+        hints = sorted({hint for rule in self._rules for hint in rule.hints}, key=len)
+        self._any_hint = re.compile("|".join(map(re.escape, hints))) if hints else None
+        self._always = tuple(rule for rule in self._rules if not rule.hints)
         self._key_cache: dict[str, bool] = {}
         self._clean_texts: set[str] = set()
         self._derived: dict[tuple[str, ...], Redactor] = {}
@@ -190,7 +196,8 @@ class Redactor:
             if value in result:
                 result = result.replace(value, redact_marker(value))
         lowered = text.lower()
-        for rule in self._rules:
+        hinted = self._any_hint is not None and self._any_hint.search(lowered) is not None
+        for rule in self._rules if hinted else self._always:
             if rule.may_match(lowered):
                 result = rule.regex.sub(replace_secret, result)
         if result == text:
