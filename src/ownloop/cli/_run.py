@@ -1,0 +1,94 @@
+"""``ownloop run "question"``: the research task against the model the environment names.
+
+The endpoint comes from ``OPENAI_API_KEY``, ``OPENAI_MODEL`` and ``OPENAI_BASE_URL`` (any
+OpenAI-compatible server); ``OWNLOOP_API`` picks the wire API and ``OWNLOOP_COMPAT`` the
+compatibility profile, and the flags override both. The run uses the offline demo's corpus tools
+and citation check, so only the model is real. Output is the demo's summary, or ``--json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from ownloop.agent import Agent
+from ownloop.cli._demo import print_summary
+from ownloop.contracts import Limits
+from ownloop.demo.research import DEFAULT_QUESTION, build_registry
+from ownloop.models import from_env
+from ownloop.validators import citations_observed
+
+__all__ = ["INSTRUCTIONS", "register", "run_research"]
+
+INSTRUCTIONS = (
+    "You answer questions using only a small document corpus. First call search_documents with "
+    "a few keywords, then read_document on the most relevant hits, then answer in a few "
+    "sentences. Cite every document you rely on as [ID], for example [R-02]. If the corpus has "
+    "nothing relevant, say so."
+)
+"""The system message of a real model's run (real models need the tool order spelled out)."""
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``run`` command.
+
+    Args:
+        commands: The ``ownloop`` command's subparsers.
+    """
+    run = commands.add_parser(
+        "run",
+        help="research a question with the model in the environment (OPENAI_API_KEY, "
+        "OPENAI_MODEL, OPENAI_BASE_URL)",
+    )
+    run.add_argument("question", nargs="?", default=DEFAULT_QUESTION, help="what to research")
+    run.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    run.add_argument("--stream", action="store_true", help="stream the model's replies (SSE)")
+    run.add_argument(
+        "--api",
+        choices=("chat", "responses", "react"),
+        default=None,
+        help="wire API (default: OWNLOOP_API, else chat)",
+    )
+    run.add_argument(
+        "--compat", default=None, help="compatibility profile (default: OWNLOOP_COMPAT)"
+    )
+    run.add_argument("--max-steps", type=int, default=8, help="step budget (default 8)")
+    run.add_argument(
+        "--deadline", type=float, default=180.0, help="wall-clock budget in seconds (default 180)"
+    )
+    run.set_defaults(handler=run_research)
+
+
+def run_research(arguments: argparse.Namespace) -> int:
+    """Run the research task as the parsed arguments say.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0 when the run completed, 1 otherwise.
+
+    Raises:
+        ConfigurationError: If the environment does not name a usable endpoint (the message
+            names the variable to set).
+    """
+    model = from_env(api=arguments.api, compat=arguments.compat)
+    agent = Agent(
+        model,
+        build_registry(),
+        limits=Limits(
+            max_steps=arguments.max_steps,
+            max_tool_calls=8,
+            max_tool_attempts=10,
+            deadline_s=arguments.deadline,
+        ),
+        validators=[citations_observed(min_citations=1)],
+        instructions=INSTRUCTIONS,
+        stream=arguments.stream,
+    )
+    result = agent.run_sync(arguments.question)
+    if arguments.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print(f"model:       {model!r}")
+        print_summary(result)
+    return 0 if result.status.value == "completed" else 1
