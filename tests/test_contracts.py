@@ -179,6 +179,7 @@ MODEL_RESPONSE = ModelResponse(
     provider_request_id="req_123",
     provider_items=({"type": "reasoning"},),
     time_to_first_token_s=0.25,
+    provider_requests=2,
 )
 VERSIONS = Versions(
     ownloop="0.1.0", python="3.11.7", sdk="1.99.0", model="gpt-test", policy_digest=DIGEST
@@ -215,6 +216,7 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "provider_request_id": "req_123",
         "duration_s": 0.75,
         "time_to_first_token_s": 0.25,
+        "provider_requests": 2,
     },
     {
         "kind": "model_failed",

@@ -193,3 +193,12 @@ def test_trace_sinks_receive_every_event_in_order() -> None:
     result = agent.run_sync("q")
     assert seen == [event.seq for event in result.trace]
     assert len(seen) >= 8
+
+
+def test_an_adapters_re_asks_count_as_model_attempts() -> None:
+    """A response that took three provider requests uses three model attempts."""
+    model = ScriptedModel([ModelResponse(final_output="ok", provider_requests=3)])
+    result = Agent(model, research_registry()).run_sync("q")
+    assert (result.usage.model_attempts, result.usage.model_requests) == (3, 3)
+    responded = next(event for event in result.trace if event.kind == "model_responded")
+    assert responded.provider_requests == 3

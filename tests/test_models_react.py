@@ -147,10 +147,11 @@ def test_the_transcript_replays_replies_verbatim_and_tool_results_as_observation
     ],
 )
 def test_an_unparseable_reply_is_re_asked_with_the_reason(reply: str, reason: str) -> None:
-    """A reply outside the format is answered with a rewrite request; usage of both is summed."""
+    """A reply outside the format is re-asked; usage is summed and both requests are counted."""
     response, received = react(said(reply, 10), said("Final Answer: Sunny.", 30))
     assert response.final_output == "Sunny."
     assert response.usage.input_tokens == 40
+    assert response.provider_requests == 2
     feedback = received[1].body["messages"]
     assert feedback[-2] == {"role": "assistant", "content": reply}
     assert feedback[-1]["role"] == "user"

@@ -111,6 +111,7 @@ class ModelResponded(EventBase):
         provider_request_id: The provider's request id.
         duration_s: How long the call took.
         time_to_first_token_s: Seconds until the first streamed token, when streamed.
+        provider_requests: Requests the adapter sent for this response (re-asks included).
     """
 
     kind: Literal["model_responded"] = "model_responded"
@@ -124,6 +125,7 @@ class ModelResponded(EventBase):
     provider_request_id: str | None = None
     duration_s: float = Field(ge=0)
     time_to_first_token_s: float | None = Field(default=None, ge=0)
+    provider_requests: int = Field(default=1, ge=1)
 
 
 class ModelFailed(EventBase):

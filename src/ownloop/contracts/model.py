@@ -80,6 +80,9 @@ class ModelResponse(Record):
         provider_request_id: The provider's request id, for support and audit.
         provider_items: Opaque items to echo back on the next turn (never decoded).
         time_to_first_token_s: Seconds until the first streamed token arrived, when streamed.
+        provider_requests: Requests the adapter sent to produce this response (more than one
+            when it re-asked, e.g. a text ReAct model rewriting an unparseable reply); each
+            counts against the run's model attempts.
     """
 
     final_output: str | None = None
@@ -90,3 +93,4 @@ class ModelResponse(Record):
     provider_request_id: Identifier | None = None
     provider_items: tuple[JsonValue, ...] = ()
     time_to_first_token_s: float | None = Field(default=None, ge=0)
+    provider_requests: int = Field(default=1, ge=1, le=100)

@@ -222,8 +222,12 @@ def _record_response(
     duration_s: float,
 ) -> None:
     usage = response.usage
+    requests = response.provider_requests  # an adapter's re-asks are attempts too
     state.count(
-        model_requests=1, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens
+        model_requests=requests,
+        model_attempts=requests - 1,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
     )
     charge(config, state, response)
     if response.stop_reason is not None:
@@ -246,6 +250,7 @@ def _record_response(
         provider_request_id=response.provider_request_id,
         duration_s=max(duration_s, 0.0),
         time_to_first_token_s=response.time_to_first_token_s,
+        provider_requests=requests,
     )
     state.messages.append(
         AssistantMessage(

@@ -110,7 +110,7 @@ class ReActTextModel(OpenAIAdapter):
         def parse(payload: Any, fail: Fail) -> ParsedTurn:
             return parse_completion(payload, profile=self.profile)
 
-        for _ in range(self.max_format_retries + 1):
+        for sent in range(1, self.max_format_retries + 2):
             body = chat_body(
                 request,
                 model=self.model_name,
@@ -136,13 +136,14 @@ class ReActTextModel(OpenAIAdapter):
                 turn.text, turn.calls = None, [RawCall(None, parsed.name, parsed.arguments)]
             elif parsed is not None:
                 turn.text = parsed.answer
-            return to_model_response(
+            response = to_model_response(
                 turn,
                 request,
                 fallback_model=self.model_name,
                 request_id=request_id,
                 time_to_first_token_s=ttft,
             )
+            return response.model_copy(update={"provider_requests": sent})
         raise PermanentModelError(
             f"invalid_response: the model did not follow the ReAct format in "
             f"{self.max_format_retries + 1} replies; last problem: {problem.reason}",
