@@ -8,17 +8,15 @@ implementation.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import hashlib
 import os
 import platform
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from importlib import metadata
-from typing import Literal, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import Literal
 
+from ownloop._agent_support import check_requests, run_blocking, sdk_version, snapshot_of_result
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
 from ownloop.context import ContextPolicy
@@ -33,7 +31,6 @@ from ownloop.contracts import (
     ModelSettings,
     RunResult,
     RunSnapshot,
-    RunStatus,
     SystemMessage,
     ToolSpec,
     UserMessage,
@@ -58,69 +55,6 @@ from ownloop.validators import (
 )
 
 __all__ = ["Agent"]
-
-T = TypeVar("T")
-
-
-@functools.cache
-def _sdk_version() -> str | None:
-    try:
-        return metadata.version("openai")
-    except metadata.PackageNotFoundError:  # pragma: no cover - openai is a core dependency
-        return None
-
-
-def _run_blocking(make: Callable[[], Awaitable[T]], name: str) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(make())  # type: ignore[arg-type]  # every caller passes a coroutine
-    raise ConfigurationError(
-        f"{name}_sync() was called inside a running event loop; use 'await agent.{name}(...)'"
-    )
-
-
-def _snapshot_of_result(paused: RunResult) -> RunSnapshot:
-    """Turn a paused result (in memory, no store) into the snapshot a resume starts from."""
-    resume = paused.resume
-    if paused.status is not RunStatus.PAUSED or resume is None:
-        raise ConfigurationError(
-            f"run {paused.run_id} is {paused.status.value}, not paused: it cannot be resumed"
-        )
-    return RunSnapshot(
-        run_id=paused.run_id,
-        state="paused",
-        task=resume.task,
-        actor=resume.actor,
-        usage=paused.usage,
-        limits=paused.limits,
-        messages=paused.messages,
-        trace=paused.trace,
-        evidence=paused.evidence,
-        receipts=paused.receipts,
-        pending=paused.pending,
-        approvals=paused.approvals,
-        available_approvals=resume.approvals,
-        approval_requests=paused.approval_requests,
-        queue=resume.queue,
-        admitted_call_id=resume.admitted_call_id,
-        last_action=resume.last_action,
-        repeats=resume.repeats,
-        elapsed_s=resume.elapsed_s,
-        versions=paused.versions,
-        result=paused,
-    )
-
-
-def _check_requests(snapshot: RunSnapshot, decisions: list[Approval]) -> None:
-    """Refuse approvals naming a request the run is not waiting for (a typo, another run)."""
-    waiting = {request.id for request in snapshot.approval_requests}
-    for approval in decisions:
-        if approval.request_id is not None and approval.request_id not in waiting:
-            raise ConfigurationError(
-                f"approval names request {approval.request_id}, which run {snapshot.run_id} "
-                f"is not waiting for (waiting: {', '.join(sorted(waiting)) or 'none'})"
-            )
 
 
 class Agent:
@@ -256,7 +190,7 @@ class Agent:
         return Versions(
             ownloop=__version__,
             python=platform.python_version(),
-            sdk=_sdk_version(),
+            sdk=sdk_version(),
             model=model_name if isinstance(model_name, str) else type(self.model).__name__,
             policy_digest=hashlib.sha256(configuration.encode()).hexdigest()[:16],
         )
@@ -300,19 +234,55 @@ class Agent:
                 run id is not 1-128 characters.
             UnexpectedModelCall: If a scripted model ran out of steps (a test bug).
         """
+        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
+        return await self._drive(state, version=None)
+
+    @property
+    def loop_config(self) -> LoopConfig:
+        """The configuration the loop core runs with (for drivers other than the built-in one)."""
+        return self._config
+
+    @property
+    def driver(self) -> Driver:
+        """The driver performing this agent's effects (model, tools, approver, revision)."""
+        return self._driver
+
+    def new_state(
+        self,
+        task: str,
+        *,
+        actor: Actor | None = None,
+        run_id: str | None = None,
+        approvals: Iterable[Approval] = (),
+        clock: Clock | None = None,
+    ) -> RunState:
+        """Build a new run's state, checking its inputs first (what `run` starts from).
+
+        Args:
+            task: What the agent should do.
+            actor: The identity the run acts for.
+            run_id: An id for the run; a random one by default.
+            approvals: Decisions given up front.
+            clock: The clock the run reads; the agent's by default.
+
+        Returns:
+            The state, with the opening messages.
+
+        Raises:
+            InputRejected: If the task or run id is not acceptable.
+        """
         run_id = self._check_inputs(task, run_id)
-        config = self._config
-        state = RunState(
+        clock = clock if clock is not None else self._config.clock
+        return RunState(
             run_id=run_id,
             task=task,
             actor=actor,
-            started_at=config.clock.monotonic(),
-            trace=TraceRecorder(run_id, config.clock, self._sinks, redactor=self._trace_redactor()),
+            started_at=clock.monotonic(),
+            trace=TraceRecorder(run_id, clock, self._sinks, redactor=self._trace_redactor()),
             messages=self._opening_messages(task),
             tools=self.offered_tools(actor),
             approvals=list(approvals),
         )
-        return await self._drive(state, version=None)
 
     async def _drive(self, state: RunState, version: int | None) -> RunResult:
         """Drive a run, holding its lease for the whole segment when a store is configured."""
@@ -347,7 +317,7 @@ class Agent:
         Raises:
             ConfigurationError: If called while an event loop is running (await `run` instead).
         """
-        return _run_blocking(
+        return run_blocking(
             lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals), "run"
         )
 
@@ -373,7 +343,7 @@ class Agent:
         """
         decisions = list(approvals)
         if isinstance(paused, RunResult) and self.store is None:
-            snapshot = _snapshot_of_result(paused)
+            snapshot = snapshot_of_result(paused)
             return await self._driver.drive(
                 run_loop(self._config, self._restore(snapshot, decisions, []))
             )
@@ -398,8 +368,37 @@ class Agent:
         finally:
             await store.release_lease(lease)
 
+    def restored_state(
+        self,
+        snapshot: RunSnapshot,
+        approvals: Iterable[Approval],
+        journal: list[JournalEntry],
+        *,
+        clock: Clock | None = None,
+    ) -> RunState:
+        """Rebuild a resumable run's state from its snapshot and write journal (what `resume` does).
+
+        Args:
+            snapshot: The stored (or paused) run.
+            approvals: Decisions to apply, each naming a request the run waits for.
+            journal: The run's write journal.
+            clock: The clock the run reads; the agent's by default.
+
+        Returns:
+            The state, ready for the loop core.
+
+        Raises:
+            ConfigurationError: If the run is finished or an approval names a request the run is
+                not waiting for.
+        """
+        return self._restore(snapshot, list(approvals), journal, clock)
+
     def _restore(
-        self, snapshot: RunSnapshot, decisions: list[Approval], journal: list[JournalEntry]
+        self,
+        snapshot: RunSnapshot,
+        decisions: list[Approval],
+        journal: list[JournalEntry],
+        clock: Clock | None = None,
     ) -> RunState:
         """Rebuild a resumable run's state, refusing finished runs and misaddressed approvals."""
         if snapshot.state == "finished":
@@ -407,10 +406,10 @@ class Agent:
             raise ConfigurationError(
                 f"run {snapshot.run_id} is {status}, not paused: it cannot be resumed"
             )
-        _check_requests(snapshot, decisions)
+        check_requests(snapshot, decisions)
         state = restore_state(
             snapshot,
-            clock=self._config.clock,
+            clock=clock if clock is not None else self._config.clock,
             sinks=self._sinks,
             tools=self.offered_tools(snapshot.actor),
             approvals=decisions,
@@ -432,7 +431,7 @@ class Agent:
         Returns:
             The result of the continued run.
         """
-        return _run_blocking(lambda: self.resume(paused, approvals=approvals), "resume")
+        return run_blocking(lambda: self.resume(paused, approvals=approvals), "resume")
 
     def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
         """Re-validate the calls of pending writes from the conversation, for their lookups."""

@@ -1,0 +1,35 @@
+"""Run agents beyond one machine: ownloop runs as DBOS Transact workflows on PostgreSQL.
+
+Install with ``pip install 'ownloop[dbos]'``. The run loop is the workflow and every model call,
+tool call, checkpoint and journal record is a step; ownloop's write journal stays the guarantee
+that a write never runs twice (DBOS steps are at-least-once). See ``docs/scale-out.md``.
+"""
+
+from __future__ import annotations
+
+try:
+    import dbos as _dbos  # noqa: F401 - only to give a clear error when the extra is missing
+except ImportError as error:  # pragma: no cover - exercised only without the extra
+    from ownloop.exceptions import ConfigurationError
+
+    raise ConfigurationError("ownloop.dbos needs DBOS: pip install 'ownloop[dbos]'") from error
+
+from ownloop.dbos._codec import StepError
+from ownloop.dbos._runner import (
+    APPLICATION_VERSION,
+    WORKFLOW_NAME,
+    DbosDriver,
+    DbosRunner,
+    StepClock,
+    worker_config,
+)
+
+__all__ = [
+    "APPLICATION_VERSION",
+    "WORKFLOW_NAME",
+    "DbosDriver",
+    "DbosRunner",
+    "StepClock",
+    "StepError",
+    "worker_config",
+]

@@ -1,0 +1,136 @@
+"""Step outcomes as JSON values: what a DBOS step checkpoints, and how it becomes an outcome again.
+
+Steps never raise: a failure is encoded as data (type name, message and the fields the core reads)
+and rebuilt as an equivalent exception on the way back, so the engine never serialises a Python
+exception and a replay gives the core exactly what the first execution gave it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from ownloop.contracts import Approval, ModelResponse, Receipt
+from ownloop.exceptions import (
+    PermanentModelError,
+    ProviderError,
+    ProviderErrorCategory,
+    TransientModelError,
+    TransientToolError,
+    UnknownEffectError,
+)
+from ownloop.loop import Decided, Failure, Outcome, Revision, ToolReturn
+from ownloop.tools import Confirmed, NotApplied, StillUnknown, to_jsonable
+
+__all__ = ["StepError", "decode_error", "decode_outcome", "encode_error", "encode_outcome"]
+
+Json = dict[str, Any]
+
+_PROVIDER_FIELDS = ("category", "retryable", "retry_after", "status", "request_id", "parameter")
+
+
+class StepError(Exception):
+    """A failure rebuilt from a checkpoint whose exception type ownloop does not know.
+
+    Args:
+        type_name: The original exception's type name.
+        message: Its message.
+    """
+
+    def __init__(self, type_name: str, message: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {super().__str__()}"
+
+
+def encode_error(error: BaseException) -> Json:
+    """Describe an exception as JSON: its type, message and the fields the loop core reads."""
+    if isinstance(error, StepError):
+        return {"type": error.type_name, "message": Exception.__str__(error)}
+    encoded: Json = {"type": type(error).__name__, "message": str(error)}
+    if isinstance(error, ProviderError):
+        encoded["message"] = error.message
+        encoded.update({name: getattr(error, name) for name in _PROVIDER_FIELDS})
+    elif isinstance(error, TransientToolError):
+        encoded["retry_after"] = error.retry_after
+    return encoded
+
+
+def decode_error(encoded: Json) -> BaseException:
+    """Rebuild an equivalent exception from `encode_error`'s description."""
+    kind, message = str(encoded.get("type")), str(encoded.get("message", ""))
+    if kind in ("TransientModelError", "PermanentModelError", "ProviderError") or (
+        "category" in encoded
+    ):
+        fields = {name: encoded.get(name) for name in _PROVIDER_FIELDS}
+        category = cast(ProviderErrorCategory, fields.pop("category") or "unknown")
+        retryable = bool(fields.pop("retryable"))
+        if kind == "TransientModelError":
+            return TransientModelError(message, category=category, **fields)
+        if kind == "PermanentModelError":
+            return PermanentModelError(message, category=category, **fields)
+        return ProviderError(message, category=category, retryable=retryable, **fields)
+    if kind == "TransientToolError":
+        retry_after = encoded.get("retry_after")
+        return TransientToolError(
+            message, retry_after=None if retry_after is None else float(retry_after)
+        )
+    simple: dict[str, type[Exception]] = {
+        "UnknownEffectError": UnknownEffectError,
+        "TimeoutError": TimeoutError,
+        "ConnectionError": ConnectionError,
+    }
+    if kind in simple:
+        return simple[kind](message)
+    return StepError(kind, message)
+
+
+def encode_outcome(outcome: Outcome) -> Json:  # noqa: PLR0911 - one return per kind
+    """Turn an outcome into the JSON value a step checkpoints."""
+    if outcome is None:
+        return {"kind": "none"}
+    if isinstance(outcome, ModelResponse):
+        return {"kind": "model", "response": outcome.model_dump(mode="json")}
+    if isinstance(outcome, Failure):
+        return {"kind": "failure", "error": encode_error(outcome.error)}
+    if isinstance(outcome, Revision):
+        return {"kind": "revision", "value": outcome.value}
+    if isinstance(outcome, Decided):
+        approval = outcome.approval
+        return {"kind": "decided", "approval": approval and approval.model_dump(mode="json")}
+    value = outcome.value
+    if isinstance(value, Receipt):
+        return {"kind": "tool", "receipt": value.model_dump(mode="json")}
+    if isinstance(value, Confirmed):
+        return {"kind": "tool", "confirmed": to_jsonable(value.data)}
+    if isinstance(value, NotApplied):
+        return {"kind": "tool", "not_applied": True}
+    if isinstance(value, StillUnknown):
+        return {"kind": "tool", "still_unknown": value.reason}
+    return {"kind": "tool", "value": to_jsonable(value)}
+
+
+def decode_outcome(encoded: Json) -> Outcome:  # noqa: PLR0911 - one return per kind
+    """Rebuild the outcome `encode_outcome` described."""
+    kind = encoded["kind"]
+    if kind == "none":
+        return None
+    if kind == "model":
+        return ModelResponse.model_validate(encoded["response"])
+    if kind == "failure":
+        return Failure(decode_error(cast(Json, encoded["error"])))
+    if kind == "revision":
+        return Revision(encoded["value"])
+    if kind == "decided":
+        approval = encoded["approval"]
+        return Decided(None if approval is None else Approval.model_validate(approval))
+    if "receipt" in encoded:
+        return ToolReturn(Receipt.model_validate(encoded["receipt"]))
+    if "confirmed" in encoded:
+        return ToolReturn(Confirmed(encoded["confirmed"]))
+    if "not_applied" in encoded:
+        return ToolReturn(NotApplied())
+    if "still_unknown" in encoded:
+        return ToolReturn(StillUnknown(str(encoded["still_unknown"])))
+    return ToolReturn(encoded["value"])

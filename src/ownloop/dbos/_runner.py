@@ -1,0 +1,358 @@
+"""Runs as DBOS workflows: the run loop is the workflow, every I/O effect a checkpointed step.
+
+`DbosRunner` registers one workflow, ``ownloop_segment``, with the host application's DBOS instance.
+A segment builds a run's state (fresh, or from the store after an approval), then drives the loop
+core with a `DbosDriver`, which performs every effect as a step via ``DBOS.run_step_async``. Steps
+return JSON (`ownloop.dbos._codec`) together with the time measured at their end; the run's
+`StepClock` adopts those readings, so a replay after a crash reads exactly the times the first
+execution read and the core takes exactly the same decisions.
+
+DBOS steps are at-least-once. Writes therefore keep ownloop's journal as their guarantee: a write
+is one step that journals its intent and runs the handler; a re-execution of that very step (the
+worker died mid-write) finds the intent it recorded and answers "effect unknown" instead of
+writing again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+from dbos import (
+    DBOS,
+    DBOSClient,
+    DBOSConfig,
+    DBOSPortableJSONSerializer,
+    EnqueueOptions,
+    WorkflowSerializationFormat,
+)
+
+from ownloop.agent import Agent
+from ownloop.contracts import (
+    SNAPSHOT_SCHEMA_VERSION,
+    Actor,
+    Approval,
+    JournalEntry,
+    RunResult,
+    RunSnapshot,
+)
+from ownloop.dbos._driver import DbosDriver, Json, StepClock, nothing
+from ownloop.exceptions import ConfigurationError
+from ownloop.loop import (
+    run_loop,
+)
+from ownloop.store import PostgresRunStore
+
+__all__ = [
+    "APPLICATION_VERSION",
+    "WORKFLOW_NAME",
+    "DbosDriver",
+    "DbosRunner",
+    "StepClock",
+    "worker_config",
+]
+
+
+WORKFLOW_NAME = "ownloop_segment"
+"""The name every ownloop segment is registered and enqueued under."""
+
+APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}"
+"""The DBOS application version: ownloop's checkpoint format (append your own deploy's version)."""
+
+logger = logging.getLogger("ownloop.dbos")
+
+_STEP_KINDS = {
+    "CallModel": "model",
+    "Summarize": "summarize",
+    "InvokeTool": "tool",
+    "ReadRevision": "revision",
+    "AskApprover": "approver",
+    "Reconcile": "reconcile",
+}
+
+
+def worker_config(
+    name: str,
+    system_database_url: str,
+    executor_id: str,
+    *,
+    application_version: str = APPLICATION_VERSION,
+    **options: Any,
+) -> DBOSConfig:
+    """Return a DBOS configuration for an ownloop worker (JSON serialisation, pinned version).
+
+    Args:
+        name: The DBOS application name.
+        system_database_url: The PostgreSQL URL of the DBOS system database.
+        executor_id: This worker's stable id; a replacement recovers its runs by this id.
+        application_version: The DBOS application version; recovery needs the same one.
+        **options: Any other `DBOSConfig` key.
+
+    Returns:
+        The configuration, for ``DBOS(config=...)``.
+    """
+    config: dict[str, Any] = {
+        "name": name,
+        "system_database_url": system_database_url,
+        "executor_id": executor_id,
+        "application_version": application_version,
+        "serializer": DBOSPortableJSONSerializer(),
+        **options,
+    }
+    return cast(DBOSConfig, config)
+
+
+def _summary(run_id: str, result: RunResult | None) -> Json:
+    if result is None:
+        return {"run_id": run_id, "status": None}
+    return {
+        "run_id": run_id,
+        "status": result.status.value,
+        "stop_reason": result.stop_reason.value,
+        "requests": [request.id for request in result.approval_requests],
+    }
+
+
+class DbosRunner:
+    """Runs agents as DBOS workflows on a queue, with the host application's DBOS instance.
+
+    Call `register` before ``DBOS.launch()`` and `start` (or `start_async`) after it in every
+    worker. `enqueue` and `approve` work from any process, with or without a launched DBOS.
+
+    Args:
+        store: The PostgreSQL run store (snapshots, write journal, submitted approvals).
+        agents: Agent factories by name; a segment builds its agent with the named one.
+        queue: The DBOS queue runs are enqueued on.
+        system_database_url: The DBOS system database, for enqueueing from any process.
+        application_version: The application version enqueued segments are pinned to.
+        polling_interval_s: How often a worker polls the queue.
+        worker_concurrency: The most segments one worker runs at once (``None``: no limit).
+    """
+
+    def __init__(
+        self,
+        store: PostgresRunStore,
+        agents: Mapping[str, Callable[[], Agent]],
+        *,
+        queue: str = "ownloop",
+        system_database_url: str | None = None,
+        application_version: str = APPLICATION_VERSION,
+        polling_interval_s: float = 1.0,
+        worker_concurrency: int | None = None,
+    ) -> None:
+        if not agents:
+            raise ConfigurationError("DbosRunner needs at least one agent factory")
+        self.store = store
+        self.agents = dict(agents)
+        self.queue = queue
+        self.system_database_url = system_database_url
+        self.application_version = application_version
+        self._polling_interval_s = polling_interval_s
+        self._worker_concurrency = worker_concurrency
+        self._client: DBOSClient | None = None
+        self.workflow: Callable[[str, str, Json], Awaitable[Json]] | None = None
+
+    # ------------------------------------------------------------------ worker side
+
+    def register(self) -> Callable[[str, str, Json], Awaitable[Json]]:
+        """Register the ``ownloop_segment`` workflow; call before ``DBOS.launch()``.
+
+        Returns:
+            The registered workflow function (``DBOS.start_workflow_async`` may start it
+            directly, bypassing the queue).
+        """
+        if self.workflow is not None:
+            return self.workflow
+        runner = self
+
+        async def ownloop_segment(agent_name: str, run_id: str, start: Json) -> Json:
+            return await runner.segment(agent_name, run_id, start)
+
+        self.workflow = DBOS.workflow(
+            name=WORKFLOW_NAME, serialization_type=WorkflowSerializationFormat.PORTABLE
+        )(ownloop_segment)
+        return self.workflow
+
+    def start(self) -> None:
+        """Register the queue with the launched DBOS, so this worker takes runs from it."""
+        DBOS.register_queue(
+            self.queue,
+            polling_interval_sec=self._polling_interval_s,
+            worker_concurrency=self._worker_concurrency,
+        )
+
+    async def start_async(self) -> None:
+        """The same as `start`, from async code."""
+        await DBOS.register_queue_async(
+            self.queue,
+            polling_interval_sec=self._polling_interval_s,
+            worker_concurrency=self._worker_concurrency,
+        )
+
+    async def segment(self, agent_name: str, run_id: str, start: Json) -> Json:
+        """Run one segment of a run (the workflow's body): from its start or its last pause.
+
+        Args:
+            agent_name: Which agent factory builds the agent.
+            run_id: The run.
+            start: ``{"kind": "start", "task": ..., "actor": ...}`` or ``{"kind": "resume"}``.
+
+        Returns:
+            The segment's summary: status, stop reason and the requests a pause waits for.
+        """
+        agent = self._agent(agent_name)
+        clock = StepClock()
+        driver = DbosDriver(agent.driver, self.store, clock, run_id)
+        config = dataclasses.replace(agent.loop_config, clock=clock, durable=True)
+        if start.get("kind") == "start":
+            await driver.step("begin", nothing)
+            actor = start.get("actor")
+            state = agent.new_state(
+                str(start["task"]),
+                actor=None if actor is None else Actor.model_validate(actor),
+                run_id=run_id,
+                clock=clock,
+            )
+        else:
+            loaded: Json = await driver.step("load", lambda: self._load(run_id))
+            if loaded["snapshot"] is None:
+                return _summary(run_id, None)
+            snapshot = RunSnapshot.model_validate(loaded["snapshot"])
+            if snapshot.state == "finished":  # a late or duplicate segment: nothing to do
+                return _summary(run_id, snapshot.result)
+            driver.version = int(loaded["version"])
+            state = agent.restored_state(
+                snapshot,
+                [Approval.model_validate(item) for item in loaded["approvals"]],
+                [JournalEntry.model_validate(item) for item in loaded["journal"]],
+                clock=clock,
+            )
+        return _summary(run_id, await driver.drive(run_loop(config, state)))
+
+    async def _load(self, run_id: str) -> Json:
+        stored = await self.store.get(run_id)
+        if stored is None:
+            return {"snapshot": None}
+        snapshot = stored.snapshot
+        applied = {*snapshot.approvals, *snapshot.available_approvals}
+        decided = {(a.request_id, a.digest) for a in applied}
+        approvals: list[Approval] = []
+        for approval in await self.store.submitted_approvals(run_id):
+            key = (approval.request_id, approval.digest)
+            if approval not in applied and key not in decided:  # the first decision stands
+                decided.add(key)
+                approvals.append(approval)
+        return {
+            "snapshot": snapshot.model_dump(mode="json"),
+            "version": stored.version,
+            "approvals": [approval.model_dump(mode="json") for approval in approvals],
+            "journal": [e.model_dump(mode="json") for e in await self.store.journal(run_id)],
+        }
+
+    def _agent(self, name: str) -> Agent:
+        factory = self.agents.get(name)
+        if factory is None:
+            raise ConfigurationError(
+                f"no agent named {name!r} (known: {', '.join(sorted(self.agents))})"
+            )
+        return factory()
+
+    # ------------------------------------------------------------------ any process
+
+    async def enqueue(
+        self,
+        agent_name: str,
+        task: str,
+        *,
+        actor: Actor | None = None,
+        run_id: str | None = None,
+    ) -> str:
+        """Enqueue a new run; a second call with the same run id enqueues nothing.
+
+        Args:
+            agent_name: Which agent runs it.
+            task: What the agent should do.
+            actor: Who the run acts for.
+            run_id: The run's id; random by default.
+
+        Returns:
+            The run id.
+
+        Raises:
+            InputRejected: If the task or run id is not acceptable.
+        """
+        state = self._agent(agent_name).new_state(task, actor=actor, run_id=run_id)
+        start: Json = {
+            "kind": "start",
+            "task": task,
+            "actor": None if actor is None else actor.model_dump(mode="json"),
+        }
+        await self._enqueue(f"ownloop:{state.run_id}:start", agent_name, state.run_id, start)
+        return state.run_id
+
+    async def approve(
+        self, run_id: str, approval: Approval, *, agent_name: str | None = None
+    ) -> str:
+        """Submit a decision and enqueue the run's next segment (deduplicated per request).
+
+        Args:
+            run_id: The paused run.
+            approval: The decision (naming the request it decides).
+            agent_name: The run's agent; by default the one its first segment named.
+
+        Returns:
+            The workflow id of the next segment.
+        """
+        if agent_name is None:
+            agent_name = await self._agent_of(run_id)
+        await self.store.submit_approval(run_id, approval)
+        decided = approval.request_id or hashlib.sha256(str(approval.digest).encode()).hexdigest()
+        workflow_id = f"ownloop:{run_id}:after:{decided}"
+        await self._enqueue(workflow_id, agent_name, run_id, {"kind": "resume"})
+        return workflow_id
+
+    async def _agent_of(self, run_id: str) -> str:
+        if len(self.agents) == 1:
+            return next(iter(self.agents))
+        client = await self._dbos_client()
+        found = await client.list_workflows_async(workflow_ids=[f"ownloop:{run_id}:start"])
+        inputs = found[0].input if found else None
+        if not inputs or not inputs.get("args"):
+            raise ConfigurationError(f"no segment of run {run_id!r} names its agent")
+        return str(inputs["args"][0])
+
+    async def _enqueue(self, workflow_id: str, agent_name: str, run_id: str, start: Json) -> None:
+        client = await self._dbos_client()
+        options: EnqueueOptions = {
+            "workflow_name": WORKFLOW_NAME,
+            "queue_name": self.queue,
+            "workflow_id": workflow_id,
+            "app_version": self.application_version,
+            "serialization_type": WorkflowSerializationFormat.PORTABLE,
+        }
+        await client.enqueue_async(options, agent_name, run_id, start)
+
+    async def _dbos_client(self) -> DBOSClient:
+        if self._client is None:
+            url = self.system_database_url
+            if url is None:
+                raise ConfigurationError(
+                    "enqueueing needs DbosRunner(system_database_url=...): the DBOS system database"
+                )
+            self._client = await asyncio.to_thread(
+                lambda: DBOSClient(system_database_url=url, serializer=DBOSPortableJSONSerializer())
+            )
+        return self._client
+
+    def close(self) -> None:
+        """Close the enqueueing client, if one was opened (the store is the caller's)."""
+        client, self._client = self._client, None
+        if client is not None:
+            client.destroy()
+
+    def __repr__(self) -> str:
+        return f"DbosRunner(queue={self.queue!r}, agents={sorted(self.agents)})"

@@ -1,0 +1,105 @@
+"""Step outcomes survive the JSON checkpoint: every outcome and failure the core reads."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from ownloop.contracts import Approval, Receipt
+from ownloop.dbos import StepClock, StepError
+from ownloop.dbos._codec import decode_outcome, encode_outcome
+from ownloop.exceptions import (
+    PermanentModelError,
+    ProviderError,
+    TransientModelError,
+    TransientToolError,
+    UnknownEffectError,
+)
+from ownloop.loop import Decided, Failure, Outcome, Revision, ToolReturn
+from ownloop.testing import final, tool_call
+from ownloop.tools import Confirmed, NotApplied, StillUnknown
+
+
+def roundtrip(outcome: Outcome) -> Outcome:
+    """Encode, pass through JSON text, decode."""
+    return decode_outcome(json.loads(json.dumps(encode_outcome(outcome))))
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        None,
+        final("done"),
+        tool_call("search", "c1", query="q"),
+        Revision("r1"),
+        Revision(None),
+        Decided(None),
+        Decided(Approval(request_id="req-1", approved=True, approver="ops", reason="fine")),
+        ToolReturn({"a": [1, 2.5, None, "x"]}),
+        ToolReturn(Receipt(call_id="c1", tool="t", status="ok", effect="applied", data={"k": 1})),
+        ToolReturn(Confirmed({"found": True})),
+        ToolReturn(NotApplied()),
+        ToolReturn(StillUnknown("maybe")),
+    ],
+)
+def test_outcomes_roundtrip(outcome: Outcome) -> None:
+    """Every non-failure outcome decodes to an equal outcome."""
+    assert roundtrip(outcome) == outcome
+
+
+def test_tool_values_become_json() -> None:
+    """A tool's non-JSON return value is checkpointed as its JSON form, as the core records it."""
+    assert roundtrip(ToolReturn((1, 2))) == ToolReturn([1, 2])
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        TransientModelError("slow down", category="rate_limit", retry_after=2.0, status=429),
+        PermanentModelError("bad key", category="authentication", status=401, request_id="r"),
+        ProviderError("odd", category="invalid_response", retryable=True, parameter="tools"),
+        TransientToolError("busy", retry_after=1.5),
+        UnknownEffectError("maybe happened"),
+        TimeoutError("too slow"),
+        ConnectionError("reset"),
+    ],
+)
+def test_failures_rebuild_equivalent_exceptions(error: Exception) -> None:
+    """A failure comes back as the same exception type with the fields the core reads."""
+    outcome = roundtrip(Failure(error))
+    assert isinstance(outcome, Failure)
+    rebuilt = outcome.error
+    assert type(rebuilt) is type(error)
+    assert str(rebuilt) == str(error)
+    if isinstance(error, ProviderError):
+        assert isinstance(rebuilt, ProviderError)
+        assert rebuilt.describe() == error.describe()
+    if isinstance(error, TransientToolError):
+        assert isinstance(rebuilt, TransientToolError)
+        assert rebuilt.retry_after == error.retry_after
+
+
+def test_unknown_failures_keep_type_name_and_message() -> None:
+    """An exception ownloop does not know comes back as a StepError naming the original type."""
+    outcome = roundtrip(Failure(KeyError("missing")))
+    assert isinstance(outcome, Failure)
+    assert isinstance(outcome.error, StepError)
+    assert outcome.error.type_name == "KeyError"
+    assert str(outcome.error) == "KeyError: 'missing'"
+    again = roundtrip(outcome)
+    assert isinstance(again, Failure)
+    assert str(again.error) == "KeyError: 'missing'"
+
+
+def test_step_clock_moves_only_when_a_step_completes() -> None:
+    """The step clock reads what the last step measured and never goes backwards."""
+    clock = StepClock()
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    clock.adopt({"mono": 100.0, "wall": first.isoformat()})
+    assert (clock.monotonic(), clock.now()) == (100.0, first)
+    assert (clock.monotonic(), clock.now()) == (100.0, first)
+    clock.adopt({"mono": 99.0, "wall": datetime(2025, 1, 1, tzinfo=UTC).isoformat()})
+    assert (clock.monotonic(), clock.now()) == (100.0, first)
+    assert "2026-01-01" in repr(clock)
