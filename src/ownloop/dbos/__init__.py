@@ -7,11 +7,11 @@ that a write never runs twice (DBOS steps are at-least-once). See ``docs/scale-o
 
 from __future__ import annotations
 
+from ownloop.exceptions import ConfigurationError
+
 try:
     import dbos as _dbos  # noqa: F401 - only to give a clear error when the extra is missing
 except ImportError as error:  # pragma: no cover - exercised only without the extra
-    from ownloop.exceptions import ConfigurationError
-
     raise ConfigurationError("ownloop.dbos needs DBOS: pip install 'ownloop[dbos]'") from error
 
 from ownloop.dbos._codec import StepError
