@@ -235,7 +235,7 @@ class Agent:
             UnexpectedModelCall: If a scripted model ran out of steps (a test bug).
         """
         state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
-        return await self._drive(state, version=None)
+        return await self._drive(state)
 
     @property
     def loop_config(self) -> LoopConfig:
@@ -284,14 +284,14 @@ class Agent:
             approvals=list(approvals),
         )
 
-    async def _drive(self, state: RunState, version: int | None) -> RunResult:
+    async def _drive(self, state: RunState) -> RunResult:
         """Drive a run, holding its lease for the whole segment when a store is configured."""
         loop = run_loop(self._config, state)
         if self.store is None:
             return await self._driver.drive(loop)
         lease = await self.store.acquire_lease(state.run_id, self.worker_id, self._lease_ttl_s)
         try:
-            return await self._driver.drive(loop, RunSession(self.store, lease, version))
+            return await self._driver.drive(loop, RunSession(self.store, lease, None))
         finally:
             await self.store.release_lease(lease)
 

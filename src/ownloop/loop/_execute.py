@@ -6,7 +6,6 @@ and every outcome becomes a `Receipt` that is checked before it is believed.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Generator
 from datetime import timedelta
 
@@ -37,7 +36,7 @@ from ownloop.loop.effects import (
     Sleep,
     ToolReturn,
 )
-from ownloop.loop.state import RunState
+from ownloop.loop.state import RunState, idempotency_key
 from ownloop.retry import GiveUp, retry_after_hint
 from ownloop.tools import ToolContext, ValidatedCall, to_jsonable
 
@@ -49,20 +48,6 @@ _COHERENT = {
     "error": {"none"},
     "unknown": {"unknown"},
 }
-
-
-def idempotency_key(run_id: str, call_id: str, digest: str) -> str:
-    """Return the idempotency key of a write call: stable across retries and resumes.
-
-    Args:
-        run_id: The run.
-        call_id: The call.
-        digest: The validated arguments' digest.
-
-    Returns:
-        32 hex digits.
-    """
-    return hashlib.sha256(f"{run_id}\x1f{call_id}\x1f{digest}".encode()).hexdigest()[:32]
 
 
 def tool_context(

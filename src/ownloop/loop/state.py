@@ -24,7 +24,7 @@ from ownloop.contracts import (
 from ownloop.tools import ValidatedCall
 from ownloop.tracing import TraceRecorder
 
-__all__ = ["RunState", "action_key", "collect_evidence"]
+__all__ = ["RunState", "action_key", "collect_evidence", "idempotency_key"]
 
 
 @dataclass
@@ -97,13 +97,12 @@ class RunState:
             revision: The revision it ran against.
         """
         call_id = validated.call.id
-        key = hashlib.sha256(f"{self.run_id}\x1f{call_id}\x1f{validated.digest}".encode())
         self.pending.append(
             PendingOperation(
                 call_id=call_id,
                 tool=validated.tool.spec.name,
                 arguments_digest=validated.digest,
-                idempotency_key=key.hexdigest()[:32],
+                idempotency_key=idempotency_key(self.run_id, call_id, validated.digest),
                 revision=revision,
                 reason=reason[:1024],
             )
@@ -137,6 +136,20 @@ class RunState:
                 self.evidence[item_id] = known.model_copy(
                     update={"call_ids": (*known.call_ids, call_id)}
                 )
+
+
+def idempotency_key(run_id: str, call_id: str, digest: str) -> str:
+    """Return the idempotency key of a write call: stable across retries and resumes.
+
+    Args:
+        run_id: The run.
+        call_id: The call.
+        digest: The validated arguments' digest.
+
+    Returns:
+        32 hex digits.
+    """
+    return hashlib.sha256(f"{run_id}\x1f{call_id}\x1f{digest}".encode()).hexdigest()[:32]
 
 
 def _evidence_item(value: Any) -> tuple[str, str | None] | None:
