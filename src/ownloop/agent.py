@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from ownloop._agent_support import check_requests, run_blocking, sdk_version, snapshot_of_result
+from ownloop._text import clean_text
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
 from ownloop.context import ContextPolicy
@@ -272,6 +273,7 @@ class Agent:
             InputRejected: If the task or run id is not acceptable.
         """
         run_id = self._check_inputs(task, run_id)
+        task = clean_text(task)  # an unpaired surrogate would break every trace and store
         clock = clock if clock is not None else self._config.clock
         return RunState(
             run_id=run_id,

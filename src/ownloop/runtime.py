@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ownloop._text import safe_str
 from ownloop.clock import Clock
 from ownloop.contracts import (
     Approval,
@@ -159,7 +160,7 @@ class Driver:
                 return Failure(error)
         if isinstance(effect, ReadRevision):
             value = await _resolve(self._revision()) if self._revision is not None else None
-            return Revision(None if value is None else str(value))
+            return Revision(None if value is None else safe_str(value))
         if isinstance(effect, AskApprover):
             return await self._ask(effect.request)
         if isinstance(effect, Reconcile):

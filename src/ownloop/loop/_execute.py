@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from datetime import timedelta
 
+from ownloop._text import describe_error
 from ownloop.budgets import check_before_tool_attempt, check_deadline
 from ownloop.contracts import (
     Receipt,
@@ -287,7 +288,7 @@ def _receipt(spec: ToolSpec, call_id: str, outcome: Outcome, revision: str | Non
             data=to_jsonable(outcome.value),
         )
     error = outcome.error if isinstance(outcome, Failure) else TypeError(repr(outcome))
-    message = f"{type(error).__name__}: {error}"[:1000]
+    message = describe_error(error)  # a raising __str__ or an unpaired surrogate is the tool's
     status: ReceiptStatus
     effect: ReceiptEffect
     if isinstance(error, TransientToolError) or (isinstance(error, TimeoutError) and not write):

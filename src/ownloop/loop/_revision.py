@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Sequence
 
+from ownloop._text import clean_text
 from ownloop.contracts import Receipt
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Effect, Outcome, ReadRevision, Revision
@@ -24,7 +25,9 @@ def current_revision(config: LoopConfig) -> Generator[Effect, Outcome, str | Non
     if not config.tracks_revision:
         return None
     outcome = yield ReadRevision()
-    return outcome.value if isinstance(outcome, Revision) else None
+    if not isinstance(outcome, Revision) or outcome.value is None:
+        return None
+    return clean_text(outcome.value)  # the application's text: kept in receipts and the trace
 
 
 def completion_context(

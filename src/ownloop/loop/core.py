@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Generator
 from typing import Any
 
+from ownloop._text import clean_json, clean_text, safe_str
 from ownloop.budgets import (
     check_before_model_attempt,
     check_before_model_call,
@@ -38,6 +39,7 @@ from ownloop.contracts import (
 from ownloop.exceptions import ProviderError, UnexpectedModelCall
 from ownloop.loop._context import charge, prepare_context
 from ownloop.loop._finish import RunEnded, end, end_for_budget
+from ownloop.loop._inputs import clean_response
 from ownloop.loop._observe import add_feedback, truncate
 from ownloop.loop._revision import completion_context
 from ownloop.loop._snapshot import snapshot_of
@@ -173,6 +175,7 @@ def _ask_model(
         started = config.clock.monotonic()
         outcome = yield CallModel(request, max(limits.deadline_s - _elapsed(config, state), 0.0))
         if isinstance(outcome, ModelResponse):
+            outcome = clean_response(outcome)
             _record_response(config, state, request, outcome, config.clock.monotonic() - started)
             return outcome
         error = outcome.error if isinstance(outcome, Failure) else TypeError(repr(outcome))
@@ -302,15 +305,15 @@ def _reject(config: LoopConfig, state: RunState, verdict: Reject) -> None:
 
 
 def _message(error: BaseException) -> str:
-    text = error.message if isinstance(error, ProviderError) else str(error)
+    text = clean_text(error.message) if isinstance(error, ProviderError) else safe_str(error)
     return f"{type(error).__name__}: {text}"[:500] if text else type(error).__name__
 
 
 def _describe(error: BaseException) -> dict[str, Any]:
     if isinstance(error, ProviderError):
-        described: dict[str, Any] = bound_value(error.describe())
+        described: dict[str, Any] = bound_value(clean_json(error.describe()))
         return described
-    return {"type": type(error).__name__, "message": bound_value(str(error))}
+    return {"type": type(error).__name__, "message": bound_value(safe_str(error))}
 
 
 def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:

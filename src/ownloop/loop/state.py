@@ -202,6 +202,10 @@ def action_key(tool: str, arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments) if arguments.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # too deep to parse: validation rejects it
             return f"{tool}|{arguments}"
-    return f"{tool}|{json.dumps(arguments, sort_keys=True, separators=(',', ':'), default=str)}"
+    try:
+        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
+    except (TypeError, ValueError, RecursionError):  # unsortable keys, too deep: compare as given
+        text = repr(arguments)
+    return f"{tool}|{text}"

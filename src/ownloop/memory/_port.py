@@ -14,6 +14,7 @@ from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ownloop._text import clean_text
 from ownloop.contracts import Actor
 from ownloop.exceptions import ConfigurationError, InputRejected
 
@@ -109,11 +110,17 @@ class MemoryLimits:
             text: A memory's text.
 
         Raises:
-            InputRejected: If it is empty or longer than `max_entry_chars`.
+            InputRejected: If it is empty, longer than `max_entry_chars`, or holds text UTF-8
+                cannot encode (an unpaired surrogate).
         """
         stripped = text.strip()
         if not stripped:
             raise InputRejected("a memory needs some text")
+        if clean_text(stripped) is not stripped:
+            raise InputRejected(
+                "the memory holds text UTF-8 cannot encode (an unpaired surrogate); "
+                "decode it properly before remembering it"
+            )
         if len(stripped) > self.max_entry_chars:
             raise InputRejected(
                 f"the memory has {len(stripped)} characters, more than max_entry_chars="
@@ -128,7 +135,7 @@ class MemoryLimits:
             tags: A memory's tags.
 
         Raises:
-            InputRejected: If there are too many, or one is empty or too long.
+            InputRejected: If there are too many, or one is empty, too long or not encodable.
         """
         kept = tuple(dict.fromkeys(tag.strip() for tag in tags))
         if len(kept) > self.max_tags:
@@ -136,6 +143,8 @@ class MemoryLimits:
         for tag in kept:
             if not tag or len(tag) > self.max_tag_chars:
                 raise InputRejected(f"each tag needs 1-{self.max_tag_chars} characters: {tag!r}")
+            if clean_text(tag) is not tag:
+                raise InputRejected(f"the tag {tag!r} holds an unpaired surrogate")
         return kept
 
 

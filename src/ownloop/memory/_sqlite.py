@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ownloop._text import clean_text
 from ownloop.exceptions import ConfigurationError, SchemaVersionError, StoreError
 from ownloop.memory._port import Memory, MemoryLimits, MemoryScope, Remembered
 from ownloop.memory._search import (
@@ -239,7 +240,7 @@ class SqliteMemoryStore:
             The best matches first; ties and keyword-less queries: the newest first.
         """
         limit = max(1, min(k, self.limits.max_results))
-        query = query[: self.limits.max_query_chars]
+        query = clean_text(query[: self.limits.max_query_chars])  # keywords: U+FFFD matches nothing
         terms = terms_of(query)
         tenant, actor = _key(scope)
         with self._guard("recall"):

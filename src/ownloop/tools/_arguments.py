@@ -1,11 +1,11 @@
 """Prepare a model's raw tool arguments for validation, and explain why they failed.
 
 Three steps happen before Pydantic sees the arguments: the size cap (measured on the JSON text),
-a strict JSON parse (no ``NaN``, infinities, duplicate keys or unpaired surrogates) into a fresh
-object, and the restoration of optional semantics: where the schema made a defaulted field
-required-but-nullable, a ``null`` is removed so that Pydantic restores the Python default (unless
-the field's own type admits ``None``; then ``null`` means ``None``). Errors become messages a
-model can act on. Nothing here raises for bad input.
+a strict JSON parse (no ``NaN``, infinities, duplicate keys, unpaired surrogates or nesting
+deeper than 64 levels) into a fresh object, and the restoration of optional semantics: where the
+schema made a defaulted field required-but-nullable, a ``null`` is removed so that Pydantic
+restores the Python default (unless the field's own type admits ``None``; then ``null`` means
+``None``). Errors become messages a model can act on. Nothing here raises for bad input.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from ownloop._text import MAX_NESTING, nesting_depth
 from ownloop.contracts import JsonValue
 from ownloop.redaction import Redactor
 from ownloop.tools._outcomes import RejectionCode
@@ -96,17 +97,29 @@ def load_arguments(
             text, parse_constant=_reject_constant, parse_float=_finite_float,
             object_pairs_hook=_unique_keys,
         )  # fmt: skip
-    except (ValueError, RecursionError) as error:
+    except RecursionError:
+        return _too_deep(tool, parameters)
+    except ValueError as error:
         return _not_json(tool, parameters, bound(str(error), MAX_ECHO_CHARS))
+    problem = _shape_problem(value, text, tool=tool, parameters=parameters)
+    return value if problem is None else problem
+
+
+def _shape_problem(
+    value: Any, text: str, *, tool: str, parameters: Sequence[str]
+) -> ArgumentProblem | None:
+    """Why parsed arguments cannot be used: unencodable text, too deep, or not an object."""
     if _SURROGATE_ESCAPE.search(text) and not _encodable(value):
         return _not_json(tool, parameters, "it escapes an unpaired surrogate")
+    if nesting_depth(value) > MAX_NESTING:
+        return _too_deep(tool, parameters)
     if not isinstance(value, dict):
         return ArgumentProblem(
             "invalid_arguments",
             f"Arguments for tool {tool!r} must be a JSON object with the parameters "
             f"{_names(parameters)}; got {_json_kind(value)} {echo(value)}.",
         )
-    return value
+    return None
 
 
 def _json_text(
@@ -135,6 +148,14 @@ def _not_json(tool: str, parameters: Sequence[str], reason: str) -> ArgumentProb
         "invalid_json",
         f"Arguments for tool {tool!r} are not valid JSON ({reason}). "
         f"Send one JSON object with the parameters: {_names(parameters)}.",
+    )
+
+
+def _too_deep(tool: str, parameters: Sequence[str]) -> ArgumentProblem:
+    return ArgumentProblem(
+        "invalid_arguments",
+        f"Arguments for tool {tool!r} nest more than {MAX_NESTING} levels deep. "
+        f"Send one flat JSON object with the parameters: {_names(parameters)}.",
     )
 
 

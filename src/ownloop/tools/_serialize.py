@@ -2,7 +2,9 @@
 
 `to_jsonable` never raises: a tool's return value is untrusted in shape, and a failure to render
 it must not lose the receipt. Values without a JSON form become their ``str()``; cycles, runaway
-depth and non-finite floats are cut rather than crashing. Nothing here bounds sizes (the runtime
+depth, non-finite floats and text UTF-8 cannot encode (unpaired surrogates) are cut or replaced
+rather than crashing, and a value whose ``__str__``, ``__iter__`` or ``__int__`` raises becomes a
+placeholder. Nothing here bounds sizes (the runtime
 truncates observations) or redacts (the trace processors do).
 """
 
@@ -12,18 +14,18 @@ import dataclasses
 import enum
 import json
 import math
-import reprlib
 from collections.abc import Callable, Mapping
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from pydantic import BaseModel
 
+from ownloop._text import MAX_NESTING, clean_text, safe_str
 from ownloop.contracts import JsonValue
 
 __all__ = ["render_observation", "to_jsonable"]
 
-_MAX_DEPTH = 64
+_DEEPER = f"<nested deeper than {MAX_NESTING} levels: cut>"
 
 
 def to_jsonable(value: Any) -> JsonValue:
@@ -35,7 +37,9 @@ def to_jsonable(value: Any) -> JsonValue:
     ``model_dump(mode="json")``; dataclasses become objects of their fields; enums become their
     values; dates, times and datetimes become ISO 8601 strings; durations become seconds; bytes
     are decoded as UTF-8 (invalid bytes replaced). Anything else, including non-finite floats,
-    becomes ``str(value)``.
+    becomes ``str(value)``. Unpaired surrogates in any string become U+FFFD; containers nested
+    deeper than 64 levels are cut to a marker string; a value that raises while being converted
+    (its ``__iter__``, ``__int__`` or ``__str__``) becomes ``"<unprintable TypeName>"``.
 
     Args:
         value: Whatever the tool returned.
@@ -58,8 +62,16 @@ def render_observation(value: Any) -> str:
 
 
 def _convert(value: Any, depth: int, active: set[int]) -> JsonValue:
-    if depth > _MAX_DEPTH:
-        return reprlib.repr(value)
+    try:
+        return _convert_unguarded(value, depth, active)
+    except Exception:  # a hostile __iter__, __int__, __eq__ ...: keep the rest of the value
+        return _text(value)
+
+
+def _convert_unguarded(value: Any, depth: int, active: set[int]) -> JsonValue:
+    if depth > MAX_NESTING:
+        deep = isinstance(value, Mapping | list | tuple | set | frozenset)
+        return _DEEPER if deep else _text(value)
     if isinstance(value, enum.Enum):
         return _convert(value.value, depth + 1, active)
     for kinds, convert in _SCALARS:
@@ -107,9 +119,11 @@ def _is_dataclass(value: Any) -> bool:
 
 def _plain(value: str | bool | int | None) -> JsonValue:
     """Return builtin values as they are; subclasses (other than enums) as their base type."""
-    if value is None or type(value) in (str, bool, int):
+    if type(value) is str:
+        return clean_text(value)
+    if value is None or type(value) in (bool, int):
         return value
-    return str(value) if isinstance(value, str) else int(value)  # bool cannot be subclassed
+    return clean_text(str.__str__(value)) if isinstance(value, str) else int.__int__(value)
 
 
 def _float(value: float) -> JsonValue:
@@ -125,7 +139,7 @@ def _seconds(value: timedelta) -> JsonValue:
 
 
 def _decode(value: bytes | bytearray) -> JsonValue:
-    return bytes(value).decode("utf-8", errors="replace")
+    return clean_text(bytes(value).decode("utf-8", errors="replace"))
 
 
 _SCALARS: tuple[tuple[type[Any] | tuple[type[Any], ...], Callable[[Any], JsonValue]], ...] = (
@@ -139,13 +153,10 @@ _SCALARS: tuple[tuple[type[Any] | tuple[type[Any], ...], Callable[[Any], JsonVal
 
 def _key(key: Any) -> str:
     if isinstance(key, str):
-        return str(key)
+        return clean_text(str.__str__(key))
     converted = _convert(key, 0, set())
     return converted if isinstance(converted, str) else json.dumps(converted)
 
 
 def _text(value: Any) -> str:
-    try:
-        return str(value)
-    except Exception:  # a broken __str__ must not lose the receipt
-        return f"<unprintable {type(value).__name__}>"
+    return safe_str(value)  # a broken __str__ must not lose the receipt

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
 
-from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, ToolCall, ToolSpec
+from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, Receipt, ToolCall, ToolSpec
 from ownloop.tools._arguments import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     ArgumentProblem,
@@ -141,6 +141,10 @@ class RegisteredTool:
             arguments: ``ValidatedCall.arguments``.
             context: The trusted context, passed to every `ToolContext` parameter.
 
+        Returns:
+            What the function returned; an error `Receipt` when a sync function returned a
+            coroutine (a forgotten ``await``), which is closed without running.
+
         Raises:
             TimeoutError: The call took longer than ``spec.timeout_s``.
         """
@@ -148,10 +152,33 @@ class RegisteredTool:
         kwargs.update(dict.fromkeys(self._shape.context_names, context))
         timeout = self.spec.timeout_s
         if self.is_async:
-            return await asyncio.wait_for(self.function(**kwargs), timeout)
-        if timeout is None:
-            return self.function(**kwargs)
-        return await asyncio.wait_for(asyncio.to_thread(self.function, **kwargs), timeout)
+            result = await asyncio.wait_for(self.function(**kwargs), timeout)
+        elif timeout is None:
+            result = self.function(**kwargs)
+        else:
+            result = await asyncio.wait_for(asyncio.to_thread(self.function, **kwargs), timeout)
+        if inspect.iscoroutine(result):
+            return self._forgotten_await(result, context)
+        return result
+
+    def _forgotten_await(self, coroutine: Any, context: ToolContext) -> Receipt:
+        """Close a coroutine the handler returned instead of awaiting, and say so in a receipt.
+
+        Its body never ran, so nothing was applied: an error, not an unknown effect.
+        """
+        coroutine.close()
+        name = getattr(coroutine, "__qualname__", "a coroutine")
+        return Receipt(
+            call_id=context.call_id,
+            tool=self.name,
+            status="error",
+            effect="none",
+            message=(
+                f"the handler of {self.name!r} returned a coroutine ({name}) instead of a result: "
+                "declare the function `async def` (or await inside it); the coroutine was closed "
+                "without running"
+            ),
+        )
 
     def _reject(self, call: ToolCall, code: RejectionCode, message: str) -> ToolRejection:
         return ToolRejection(call_id=call.id, tool=call.name, code=code, message=message)
