@@ -36,6 +36,7 @@ __all__ = [
     "RunFinished",
     "RunResumed",
     "RunStarted",
+    "SinkFailed",
     "ToolDenied",
     "ToolFinished",
     "ToolProposed",
@@ -439,6 +440,21 @@ class ContextCompacted(EventBase):
     summarized: bool = False
 
 
+class SinkFailed(EventBase):
+    """A trace sink raised; the run went on without waiting for it (reported once per sink).
+
+    Attributes:
+        sink: The sink, as its ``repr`` (bounded).
+        error: What it raised, as ``"TypeName: message"``.
+        failed_seq: The event it was given when it failed.
+    """
+
+    kind: Literal["sink_failed"] = "sink_failed"
+    sink: str = Field(max_length=200)
+    error: str
+    failed_seq: int = Field(ge=1)
+
+
 TraceEvent = Annotated[
     RunStarted
     | ModelRequested
@@ -460,7 +476,8 @@ TraceEvent = Annotated[
     | RunResumed
     | RevisionAudited
     | EffectReconciled
-    | ContextCompacted,
+    | ContextCompacted
+    | SinkFailed,
     Field(discriminator="kind"),
 ]
 """Any trace event, discriminated by ``kind``."""

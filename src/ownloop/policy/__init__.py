@@ -20,9 +20,11 @@ from ownloop.policy._policy import (
     require_role,
     tenant_scoped,
 )
+from ownloop.policy._sql import SIDE_EFFECT_FUNCTIONS
 from ownloop.policy._verdicts import Allow, Decision, Deny, RequireApproval, Rule
 
 __all__ = [
+    "SIDE_EFFECT_FUNCTIONS",
     "Allow",
     "Decision",
     "Deny",

@@ -1,8 +1,11 @@
 """Policy files: the JSON or TOML document an operator writes, validated strictly.
 
-Unknown keys are errors, so a typo never silently weakens a policy. The options of the harness
-article's ``policy.json`` (``allowed_tools``, ``max_requests``, ``require_current_check``,
-``audit_after_tool``) are accepted as they are.
+Unknown keys are errors, so a typo never silently weakens a policy; so are duplicate keys (JSON
+would keep the last one: ``"denied_tools"`` given twice could end as allow-all) and values of the
+wrong type: nothing is coerced (``true`` is not 1, ``"3"`` is not 3, ``"yes"`` is not true); an
+integer is accepted where seconds are expected. Every error names the key and the value. The
+options of the harness article's ``policy.json`` (``allowed_tools``, ``max_requests``,
+``require_current_check``, ``audit_after_tool``) are accepted as they are.
 """
 
 from __future__ import annotations
@@ -11,7 +14,17 @@ import json
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
+from pydantic_core import ErrorDetails
 
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy._rules import (
@@ -61,23 +74,23 @@ class PolicyDocument(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    allowed_tools: tuple[str, ...] | None = None
-    denied_tools: tuple[str, ...] = ()
-    allowed_writes: tuple[str, ...] | None = None
-    required_roles: dict[str, str] = Field(default_factory=dict)
-    tenant_argument: str | None = None
-    approval_required: tuple[str, ...] = ()
-    max_requests: int | None = Field(default=None, ge=1)
-    max_steps: int | None = Field(default=None, ge=1)
-    max_model_attempts: int | None = Field(default=None, ge=1)
-    max_tool_calls: int | None = Field(default=None, ge=0)
-    max_tool_attempts: int | None = Field(default=None, ge=0)
-    max_total_tokens: int | None = Field(default=None, ge=1)
-    deadline_s: float | None = Field(default=None, gt=0)
-    require_current_check: bool = False
-    check_tool: str = "check_config"
-    check_passed_field: str = "passed"
-    audit_after_tool: bool = False
+    allowed_tools: tuple[StrictStr, ...] | None = None
+    denied_tools: tuple[StrictStr, ...] = ()
+    allowed_writes: tuple[StrictStr, ...] | None = None
+    required_roles: dict[StrictStr, StrictStr] = Field(default_factory=dict)
+    tenant_argument: StrictStr | None = None
+    approval_required: tuple[StrictStr, ...] = ()
+    max_requests: StrictInt | None = Field(default=None, ge=1)
+    max_steps: StrictInt | None = Field(default=None, ge=1)
+    max_model_attempts: StrictInt | None = Field(default=None, ge=1)
+    max_tool_calls: StrictInt | None = Field(default=None, ge=0)
+    max_tool_attempts: StrictInt | None = Field(default=None, ge=0)
+    max_total_tokens: StrictInt | None = Field(default=None, ge=1)
+    deadline_s: StrictFloat | None = Field(default=None, gt=0)
+    require_current_check: StrictBool = False
+    check_tool: StrictStr = "check_config"
+    check_passed_field: StrictStr = "passed"
+    audit_after_tool: StrictBool = False
 
     def rules(self) -> list[NamedRule]:
         """Return the rules this document asks for, in a fixed order."""
@@ -120,7 +133,10 @@ def load_document(path: str | Path) -> PolicyDocument:
     file = Path(path)
     try:
         text = file.read_text(encoding="utf-8")
-        data = tomllib.loads(text) if file.suffix.lower() == ".toml" else json.loads(text)
+        if file.suffix.lower() == ".toml":
+            data = tomllib.loads(text)  # TOML itself refuses a key defined twice
+        else:
+            data = json.loads(text, object_pairs_hook=_unique_keys)
     except (OSError, ValueError) as error:
         raise ConfigurationError(f"cannot read policy file {file}: {error}") from None
     return parse_document(data, f"policy file {file}")
@@ -142,8 +158,22 @@ def parse_document(data: object, source: str = "policy document") -> PolicyDocum
     try:
         return PolicyDocument.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in item['loc']) or '(file)'}: {item['msg']}"
-            for item in error.errors()
-        )
+        problems = "; ".join(_problem(item) for item in error.errors(include_url=False))
         raise ConfigurationError(f"invalid {source}: {problems}") from None
+
+
+def _problem(item: ErrorDetails) -> str:
+    key = ".".join(str(part) for part in item["loc"]) or "(file)"
+    if item["type"] == "missing":
+        return f"{key}: {item['msg']}"
+    value = json.dumps(item["input"], ensure_ascii=False, default=repr)[:200]
+    return f"{key}: {item['msg']} (got {value})"
+
+
+def _unique_keys(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    result: dict[str, object] = {}
+    for key, value in pairs:
+        if key in result:
+            raise ValueError(f"the key {key!r} appears twice (values {result[key]!r}, {value!r})")
+        result[key] = value
+    return result

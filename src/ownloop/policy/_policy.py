@@ -234,7 +234,10 @@ def require_role(role: str, *tools: str) -> Policy:
 
 
 def tenant_scoped(argument: str = "tenant_id") -> Policy:
-    """Require an argument naming a tenant to equal the actor's tenant.
+    """Require an argument naming a tenant to equal the actor's tenant, at any depth.
+
+    Every occurrence, top level or nested in objects and lists, must be a string exactly equal
+    to the actor's tenant.
 
     Args:
         argument: The argument that carries a tenant id.
@@ -252,13 +255,19 @@ def require_approval_for(*tools: str, reason: str = "a person must approve this 
     return Policy(*_rules.require_approval_for(*tools, reason=reason))
 
 
-def refuse_sql_writes(argument: str = "query", *tools: str) -> Policy:
-    """Deny SQL text that writes (INSERT, UPDATE, DELETE, DROP, ALTER…) in an argument.
+def refuse_sql_writes(argument: str = "query", *tools: str, dialect: str | None = None) -> Policy:
+    """Deny SQL in an argument unless it is provably read-only (one parsed ``SELECT``).
 
-    A guard on the text, behind a read-only database account, never a replacement for it.
+    See `ownloop.policy.SIDE_EFFECT_FUNCTIONS` and the policy guide for exactly what passes. A
+    guard on the text, behind a read-only database account, never a replacement for it. Needs
+    ``pip install 'ownloop[sql]'`` (sqlglot).
 
     Args:
         argument: The argument that carries SQL.
         *tools: The tools it guards; every tool with that argument when empty.
+        dialect: The sqlglot dialect to parse with; the generic dialect when ``None``.
+
+    Raises:
+        ConfigurationError: If sqlglot is not installed.
     """
-    return Policy(*_rules.refuse_sql_writes(argument, *tools))
+    return Policy(*_rules.refuse_sql_writes(argument, *tools, dialect=dialect))

@@ -5,12 +5,14 @@ Each factory returns ``(rule, name)``; `ownloop.policy.Policy` wraps them into c
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+from pydantic import BaseModel
 
 from ownloop.contracts import Actor, ToolSpec
 from ownloop.exceptions import ConfigurationError
+from ownloop.policy._sql import load_sqlglot, sql_write_reason
 from ownloop.policy._verdicts import ALLOW, Decision, Deny, RequireApproval, Rule
 
 __all__ = [
@@ -110,26 +112,71 @@ def require_role(role: str, *tools: str) -> NamedRule:
 
 
 def tenant_scoped(argument: str = "tenant_id") -> NamedRule:
-    """Require an argument naming a tenant to equal the actor's tenant, wherever it appears.
+    """Require every argument naming a tenant to equal the actor's tenant, wherever it appears.
 
-    Tools without that argument are unaffected. A run without an actor tenant may not use it.
+    The argument is looked for at any depth: at the top level, inside objects (mappings and
+    Pydantic models, by field name or alias), and inside lists, tuples and sets. Every
+    occurrence must be a string exactly equal to the actor's tenant (case-sensitive, no trimming
+    or normalisation); a number, ``null`` or any other value is another tenant. Calls where the
+    argument appears nowhere are unaffected. A run without an actor tenant may not use it.
 
     Args:
         argument: The name of the argument that carries a tenant id.
     """
 
     def rule(actor: Actor | None, spec: ToolSpec, args: Mapping[str, Any] | None) -> Decision:
-        if args is None or argument not in args:
+        found = tuple(_occurrences(args, argument)) if args is not None else ()
+        if not found:
             return ALLOW
         tenant = actor.tenant if actor is not None else None
-        if tenant is not None and args[argument] == tenant:
-            return ALLOW
-        return Deny(
-            f"{spec.name}.{argument} must be the actor's own tenant; "
-            f"{'the run has no tenant' if tenant is None else 'it names another tenant'}"
-        )
+        if tenant is None:
+            return Deny(
+                f"{spec.name}.{found[0][0]} must be the actor's own tenant; the run has no tenant"
+            )
+        for path, value in found:
+            if not (isinstance(value, str) and value == tenant):
+                return Deny(
+                    f"{spec.name}.{path} must be the actor's own tenant; it names another tenant"
+                )
+        return ALLOW
 
     return rule, f"tenant_scoped({argument!r})"
+
+
+def _occurrences(root: Any, argument: str) -> Iterator[tuple[str, Any]]:
+    """Yield ``(path, value)`` for every key or field named ``argument``, at any depth."""
+    stack: list[tuple[str, Any]] = [("", root)]
+    seen: set[int] = set()
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, str | bytes | int | float | None) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        for key, item in _children(value):
+            if isinstance(key, str):
+                child = f"{path}.{key}" if path else key
+            else:
+                child = f"{path}[{key!r}]"
+            if key == argument:
+                yield child, item
+            stack.append((child, item))
+
+
+def _children(value: Any) -> Iterable[tuple[Any, Any]]:
+    if isinstance(value, BaseModel):
+        fields = type(value).model_fields
+        named = [(name, getattr(value, name, None)) for name in fields]
+        aliases = [
+            (field.alias, getattr(value, name, None))
+            for name, field in fields.items()
+            if field.alias and field.alias != name
+        ]
+        return named + aliases
+    if isinstance(value, Mapping):
+        return list(value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return list(enumerate(value))
+    return ()
 
 
 def require_approval_for(*tools: str, reason: str = "a person must approve this call") -> NamedRule:
@@ -148,31 +195,38 @@ def require_approval_for(*tools: str, reason: str = "a person must approve this 
     return rule, f"require_approval_for({_listing(guarded) or 'writes'})"
 
 
-_SQL_WRITE = re.compile(
-    r"\b(insert|update|delete|drop|alter|create|truncate|grant|revoke|merge|replace|attach)\b",
-    re.IGNORECASE,
-)
+def refuse_sql_writes(
+    argument: str = "query", *tools: str, dialect: str | None = None
+) -> NamedRule:
+    """Refuse SQL that is not provably read-only: it is parsed, and only one ``SELECT`` passes.
 
-
-def refuse_sql_writes(argument: str = "query", *tools: str) -> NamedRule:
-    """Refuse SQL that writes: any statement keyword that changes data or schema is denied.
-
-    This is a guard on the argument's text, a second line behind a read-only database account,
-    never a replacement for it.
+    A single ``SELECT`` (``WITH``, ``UNION``… included) with no ``INTO``, no row locks, no
+    writing statement anywhere inside and no call to a function in `SIDE_EFFECT_FUNCTIONS` is
+    allowed; everything else is denied, text that does not parse and non-text values included.
+    A user-defined function that writes cannot be seen: this is a second line behind a read-only
+    database account, never a replacement for it. Needs ``pip install 'ownloop[sql]'``.
 
     Args:
         argument: The argument that carries SQL.
         *tools: The tools it guards; every tool with that argument when empty.
+        dialect: The sqlglot dialect to parse with (``"postgres"``, ``"mysql"``, ``"sqlite"``…).
+
+    Raises:
+        ConfigurationError: If sqlglot is not installed.
     """
     guarded = _names(tools, "refuse_sql_writes")
+    load_sqlglot()
 
     def rule(_actor: Actor | None, spec: ToolSpec, args: Mapping[str, Any] | None) -> Decision:
-        if args is None or (guarded and spec.name not in guarded):
+        if args is None or (guarded and spec.name not in guarded) or argument not in args:
             return ALLOW
-        text = args.get(argument)
-        match = _SQL_WRITE.search(text) if isinstance(text, str) else None
-        if match is None:
+        text = args[argument]
+        if text is None:
             return ALLOW
-        return Deny(f"{spec.name}.{argument} contains the write keyword {match.group(1).upper()}")
+        reason = sql_write_reason(text, dialect) if isinstance(text, str) else "it is not SQL text"
+        if reason is None:
+            return ALLOW
+        return Deny(f"{spec.name}.{argument} is not a read-only query: {reason}")
 
-    return rule, f"refuse_sql_writes({argument!r})"
+    shown = f", dialect={dialect!r}" if dialect is not None else ""
+    return rule, f"refuse_sql_writes({argument!r}{shown})"

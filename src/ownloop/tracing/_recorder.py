@@ -1,12 +1,19 @@
-"""The trace recorder: builds each event with its run id, sequence number and time."""
+"""The trace recorder: builds each event with its run id, sequence number and time.
+
+Sinks are the application's code and are isolated from the run: a sink that raises is reported
+once (a `RuntimeWarning` and a `SinkFailed` event), then keeps receiving events, and its failures
+never reach the loop, so a write that executed keeps its receipt.
+"""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from ownloop._text import clean_text, describe_error
 from ownloop.clock import Clock
-from ownloop.contracts import EventBase, TraceEvent
+from ownloop.contracts import EventBase, SinkFailed, TraceEvent
 from ownloop.redaction import Redactor
 from ownloop.tracing._pipeline import TracePipeline
 
@@ -49,6 +56,7 @@ class TraceRecorder:
         self._sinks = tuple(sinks)
         self._events: list[TraceEvent] = []
         self._seq = start_seq
+        self._failed_sinks: set[int] = set()  # by index: a sink's failure is reported once
         self._pipeline = TracePipeline(
             run_id, redactor if redactor is not None else _DEFAULT_REDACTOR
         )
@@ -86,9 +94,27 @@ class TraceRecorder:
         built = event_type(run_id=self.run_id, seq=self._seq, at=self._clock.now(), **fields)
         event = self._pipeline.process(built)
         self._events.append(event)  # type: ignore[arg-type]  # EventT is one of the union's members
-        for sink in self._sinks:
-            sink(event)  # type: ignore[arg-type]  # same
+        for index, sink in enumerate(self._sinks):
+            try:
+                sink(event)  # type: ignore[arg-type]  # same
+            except Exception as error:  # a sink's failure must never touch the run
+                self._sink_failed(index, error, event.seq)
         return event
+
+    def _sink_failed(self, index: int, error: Exception, seq: int) -> None:
+        """Report a sink's first failure (a warning and an event); later ones pass silently."""
+        if index in self._failed_sinks:
+            return
+        self._failed_sinks.add(index)
+        sink = _describe_sink(self._sinks[index])
+        message = describe_error(error)
+        warnings.warn(
+            f"trace sink {sink} raised {message}; the run goes on, this sink's later failures "
+            "are not reported",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        self.emit(SinkFailed, sink=sink, error=message, failed_seq=seq)
 
     @property
     def events(self) -> tuple[TraceEvent, ...]:
@@ -100,3 +126,11 @@ class TraceRecorder:
 
     def __repr__(self) -> str:
         return f"TraceRecorder(run_id={self.run_id!r}, events={len(self._events)})"
+
+
+def _describe_sink(sink: object) -> str:
+    try:
+        text = repr(sink)
+    except Exception:  # a broken __repr__ still names the sink's type
+        text = f"<{type(sink).__name__}>"
+    return clean_text(text)[:200]
