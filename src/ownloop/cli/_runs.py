@@ -22,6 +22,7 @@ from typing import Any
 from ownloop.agent import Agent
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
+from ownloop.redaction import Bounds, Redactor
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tracing import format_trace
 
@@ -49,6 +50,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     show.add_argument("run_id", metavar="RUN_ID")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON")
     show.add_argument("--trace", action="store_true", help="also print the readable trace")
+    show.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the task, arguments and answer as stored (secrets are redacted by default)",
+    )
     show.set_defaults(handler=show_run)
     decide = commands.add_parser("approve", help="approve (or deny) a paused run's request")
     decide.add_argument("run_id", metavar="RUN_ID")
@@ -130,6 +136,10 @@ def list_runs(arguments: argparse.Namespace) -> int:
 def show_run(arguments: argparse.Namespace) -> int:
     """Print one run: its state, requests, audit trail, writes and answer.
 
+    What the run was given and produced (the task, arguments, answers, reasons) is passed through
+    the built-in redaction rules unless ``--raw`` is given; the stored trace was redacted when it
+    was recorded.
+
     Args:
         arguments: The parsed command line.
 
@@ -147,6 +157,7 @@ def show_run(arguments: argparse.Namespace) -> int:
         return stored, journal, waiting
 
     (snapshot, version), journal, submitted = _with_store(arguments, gather)
+    show = _Display(raw=bool(getattr(arguments, "raw", False)))
     if arguments.json:
         records = {
             "version": version,
@@ -154,12 +165,12 @@ def show_run(arguments: argparse.Namespace) -> int:
             "journal": [entry.model_dump(mode="json") for entry in journal],
             "submitted_approvals": [item.model_dump(mode="json") for item in submitted],
         }
-        print(json.dumps(records, indent=2))
+        print(json.dumps(show.value(records), indent=2))
         return 0
-    _print_snapshot(snapshot, version)
+    _print_snapshot(snapshot, version, show)
     unapplied = [item for item in submitted if item not in snapshot.approvals]
     for approval in unapplied:
-        print(f"submitted:   {_decision(approval)} (applied at the next resume)")
+        print(show.text(f"submitted:   {_decision(approval)} (applied at the next resume)"))
     for entry in journal:
         receipt = entry.receipt
         ended = f"{receipt.status}/{receipt.effect}" if receipt else "no receipt: effect unknown"
@@ -170,24 +181,39 @@ def show_run(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _print_snapshot(snapshot: RunSnapshot, version: int) -> None:
+class _Display:
+    """Redacts what `show_run` prints, unless the operator asked for the raw records."""
+
+    def __init__(self, *, raw: bool) -> None:
+        self.raw = raw
+        self._redactor = Redactor().with_bounds(Bounds(max_depth=100))
+
+    def text(self, text: str) -> str:
+        return text if self.raw else self._redactor.redact_text(text)
+
+    def value(self, value: Any) -> Any:
+        return value if self.raw else self._redactor.redact(value)
+
+
+def _print_snapshot(snapshot: RunSnapshot, version: int, show: _Display) -> None:
     result = snapshot.result
     outcome = f" ({result.status.value} / {result.stop_reason.value})" if result else ""
     usage = snapshot.usage
     print(f"run:         {snapshot.run_id}")
     print(f"state:       {snapshot.state}{outcome}")
     print(f"version:     {version}, saved {snapshot.saved_at.isoformat()}")
-    print(f"task:        {snapshot.task}")
+    print(show.text(f"task:        {snapshot.task}"))
     print(f"usage:       steps={usage.steps} tool_calls={usage.tool_calls}")
     for request in snapshot.approval_requests:
-        arguments = json.dumps(request.arguments, sort_keys=True)
-        print(f"waiting:     request {request.id}: {request.tool} {arguments} ({request.reason})")
+        arguments = json.dumps(show.value(request.arguments), sort_keys=True)
+        line = f"waiting:     request {request.id}: {request.tool} {arguments} ({request.reason})"
+        print(show.text(line))
     for approval in snapshot.approvals:
-        print(f"decided:     {_decision(approval)}")
+        print(show.text(f"decided:     {_decision(approval)}"))
     for operation in snapshot.pending:
-        print(f"pending:     {operation.tool} ({operation.call_id}): {operation.reason}")
+        print(show.text(f"pending:     {operation.tool} ({operation.call_id}): {operation.reason}"))
     if result is not None and result.output is not None:
-        print(f"answer:      {result.output}")
+        print(show.text(f"answer:      {result.output}"))
 
 
 def _decision(approval: Approval) -> str:

@@ -107,7 +107,7 @@ class OpenAIAdapter:
         await self.aclose()
 
     def __repr__(self) -> str:
-        base_url = self._transport.connection.base_url
+        base_url = self._transport.connection.display_url
         return (
             f"{type(self).__name__}(model={self.model_name!r}, base_url={base_url!r}, "
             f"compat={self.profile.name!r})"

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ownloop._text import clean_json, clean_text, strip_userinfo
 from ownloop.exceptions import (
     PermanentModelError,
     ProviderError,
@@ -54,8 +55,10 @@ def scrub(text: str, secrets: Sequence[str]) -> str:
         secrets: Exact values to remove (the configured API key).
 
     Returns:
-        The text with every secret and anything shaped like an API key or bearer token replaced.
+        The text with every secret and anything shaped like an API key or bearer token replaced,
+        the ``user:password@`` part of every URL removed, and unpaired surrogates replaced.
     """
+    text = strip_userinfo(clean_text(text))
     for secret in secrets:
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
@@ -114,13 +117,14 @@ def envelope_from(payload: Any) -> ErrorEnvelope:
 
 
 def _decoded(payload: Any) -> Any:
+    """Decode a body into JSON-shaped data with encodable text (a server's bytes are untrusted)."""
     if not isinstance(payload, bytes | str):
-        return payload
+        return clean_json(payload)
     text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
     try:
-        return json.loads(text)
-    except ValueError:
-        return text
+        return clean_json(json.loads(text))
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read as JSON
+        return clean_text(text)
 
 
 def _first(value: Any) -> Any:

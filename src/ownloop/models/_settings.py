@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from ownloop._text import strip_userinfo
 from ownloop.exceptions import ConfigurationError
 from ownloop.models._compat import CompatProfile, resolve_profile
 
@@ -56,8 +57,9 @@ class EnvironmentSettings:
     profile: CompatProfile
 
     def __repr__(self) -> str:
+        shown = strip_userinfo(self.base_url) if self.base_url is not None else None
         return (
-            f"EnvironmentSettings(model={self.model!r}, base_url={self.base_url!r}, "
+            f"EnvironmentSettings(model={self.model!r}, base_url={shown!r}, "
             f"api={self.api!r}, profile={self.profile.name!r})"
         )
 

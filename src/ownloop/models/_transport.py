@@ -23,6 +23,7 @@ from typing import Any, Literal, cast
 import httpx
 import openai
 
+from ownloop._text import strip_userinfo
 from ownloop.exceptions import PermanentModelError, ProviderError, TransientModelError
 from ownloop.models._compat import CompatProfile
 from ownloop.models._errors import build_error, envelope_from, scrub
@@ -61,8 +62,13 @@ class Connection:
     timeout_s: float = 120.0
     connect_timeout_s: float = 10.0
 
+    @property
+    def display_url(self) -> str | None:
+        """The base URL without its ``user:password@`` part: the form every message shows."""
+        return strip_userinfo(self.base_url) if self.base_url is not None else None
+
     def __repr__(self) -> str:
-        return f"Connection(base_url={self.base_url!r}, timeout_s={self.timeout_s:g})"
+        return f"Connection(base_url={self.display_url!r}, timeout_s={self.timeout_s:g})"
 
 
 class Reply:
@@ -248,8 +254,9 @@ class Transport:
             if category is None:
                 raise
             detail = scrub(str(error) or type(error).__name__, (self.connection.api_key,))
+            where = self.connection.display_url or "OpenAI"
             raise TransientModelError(
-                f"{category}: {detail} ({self.adapter} to {self.connection.base_url or 'OpenAI'})",
+                f"{category}: {detail} ({self.adapter} to {where})",
                 category=category,
             ) from None
 

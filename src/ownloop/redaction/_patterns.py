@@ -125,7 +125,9 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     SecretPattern(
         "url_credentials",
-        r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>(?!\[redacted:)[^\s/?#@:]*:[^\s/?#@]*)@",
+        # The password runs to the last "@" before the host, so one holding a raw "@" is hidden
+        # whole (mysql://root:p@ssW0rd!@db/x).
+        r"\b[A-Za-z][A-Za-z0-9+.-]*://(?P<secret>(?!\[redacted:)[^\s/?#@:]*:[^\s/?#]*)@",
         hints=("://",),
     ),
     SecretPattern(
