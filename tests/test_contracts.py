@@ -330,7 +330,12 @@ EVENT_PAYLOADS += [
         "dropped_turns": 3,
         "summarized": True,
     },
-    {"kind": "sink_failed", "sink": "<function ship>", "error": "OSError: disk full", "failed_seq": 4},
+    {
+        "kind": "sink_failed",
+        "sink": "<function ship>",
+        "error": "OSError: disk full",
+        "failed_seq": 4,
+    },
 ]
 
 EVENTS = [
