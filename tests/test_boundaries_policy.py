@@ -101,6 +101,7 @@ def test_a_model_argument_naming_another_tenant_is_denied_in_a_run() -> None:
         ({"deadline_s": "30"}, "deadline_s", '"30"'),
         ({"tenant_argument": 5}, "tenant_argument", "5"),
         ({"required_roles": {"refund": 1}}, "required_roles.refund", "1"),
+        ({"allowed_tools": [""]}, "allowed_tools.0", '""'),  # found by the fuzz suite
     ],
 )
 def test_policy_documents_refuse_every_coercion_naming_key_and_value(

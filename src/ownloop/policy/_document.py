@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import (
     BaseModel,
@@ -49,6 +50,10 @@ _BUDGET_FIELDS = (
 )
 
 
+_Name = Annotated[StrictStr, Field(min_length=1)]
+"""A tool, role or argument name: a non-empty string, never another type converted."""
+
+
 class PolicyDocument(BaseModel):
     """The contents of a policy file.
 
@@ -74,12 +79,12 @@ class PolicyDocument(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    allowed_tools: tuple[StrictStr, ...] | None = None
-    denied_tools: tuple[StrictStr, ...] = ()
-    allowed_writes: tuple[StrictStr, ...] | None = None
-    required_roles: dict[StrictStr, StrictStr] = Field(default_factory=dict)
-    tenant_argument: StrictStr | None = None
-    approval_required: tuple[StrictStr, ...] = ()
+    allowed_tools: tuple[_Name, ...] | None = None
+    denied_tools: tuple[_Name, ...] = ()
+    allowed_writes: tuple[_Name, ...] | None = None
+    required_roles: dict[_Name, _Name] = Field(default_factory=dict)
+    tenant_argument: _Name | None = None
+    approval_required: tuple[_Name, ...] = ()
     max_requests: StrictInt | None = Field(default=None, ge=1)
     max_steps: StrictInt | None = Field(default=None, ge=1)
     max_model_attempts: StrictInt | None = Field(default=None, ge=1)
