@@ -49,6 +49,7 @@ class Invoice(BaseModel):
         ({"invoice": Invoice(number="7", tenant_id="evil")}, False),
         ({"invoice": Invoice(number="7", tenant_id="acme")}, True),
         ({"other": {"tenant": "evil"}}, True),  # a different name is not checked
+        ({"at": object(), "tenant_id": "acme"}, True),  # opaque values hold no arguments
     ],
 )
 def test_tenant_scoped_checks_the_argument_at_any_depth(

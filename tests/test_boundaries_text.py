@@ -285,17 +285,25 @@ def test_a_raising_sink_never_touches_the_run_and_is_reported_once() -> None:
         seen.append(event.seq)
         raise OSError("disk full")
 
+    class Unnamed:
+        def __repr__(self) -> str:
+            raise RuntimeError("no repr")
+
+        def __call__(self, event: Any) -> None:
+            raise ValueError("not today")
+
     steps = [tool_call("save", topic="x"), final("done")]
-    with store_file() as path, pytest.warns(RuntimeWarning, match="disk full") as caught:
-        result = run_with_store(
-            path, _agent(steps, _registry("ok"), trace_sinks=[broken_sink]), "go"
-        )
+    sinks = [broken_sink, Unnamed()]
+    with store_file() as path, pytest.warns(RuntimeWarning) as caught:
+        result = run_with_store(path, _agent(steps, _registry("ok"), trace_sinks=sinks), "go")
     assert result.status is RunStatus.COMPLETED
     assert (result.receipts[0].status, result.receipts[0].effect) == ("ok", "applied")
     failures = [event for event in result.trace if event.kind == "sink_failed"]
-    assert len(failures) == 1
-    assert failures[0].error == "OSError: disk full"
-    assert len([w for w in caught if "trace sink" in str(w.message)]) == 1
+    assert [(f.sink, f.error) for f in failures] == [
+        (repr(broken_sink), "OSError: disk full"),
+        ("<Unnamed>", "ValueError: not today"),
+    ]
+    assert len([w for w in caught if "trace sink" in str(w.message)]) == 2
     assert len(seen) == len(result.trace)  # it kept receiving every event
 
 

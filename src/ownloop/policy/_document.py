@@ -169,8 +169,6 @@ def parse_document(data: object, source: str = "policy document") -> PolicyDocum
 
 def _problem(item: ErrorDetails) -> str:
     key = ".".join(str(part) for part in item["loc"]) or "(file)"
-    if item["type"] == "missing":
-        return f"{key}: {item['msg']}"
     value = json.dumps(item["input"], ensure_ascii=False, default=repr)[:200]
     return f"{key}: {item['msg']} (got {value})"
 

@@ -117,9 +117,6 @@ class RegisteredTool:
                 sensitive=self.spec.sensitive,
             )
             return self._reject(call, "invalid_arguments", message)
-        except RecursionError:
-            message = f"Arguments for tool {self.name!r} are nested too deeply."
-            return self._reject(call, "invalid_arguments", message)
         arguments = {p.name: getattr(instance, p.field) for p in self._shape.parameters}
         canonical = _canonical(instance, arguments)
         return ValidatedCall(
