@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ownloop import Agent, RunStatus, StopReason, ToolCall, ToolRegistry
+from ownloop import Agent, ContextPolicy, Limits, RunStatus, StopReason, ToolCall, ToolRegistry
 from ownloop.contracts import ModelResponse
 from ownloop.exceptions import InputRejected
 from ownloop.memory import MemoryScope, SqliteMemoryStore
@@ -28,6 +28,7 @@ from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
 from ownloop.tools import to_jsonable
 
 from .boundary_support import nested, run_with_store, store_file
+from .context_kit import INSTRUCTIONS, TASK, page_registry, paging_script
 from .openai_server import OpenAIServer, Reply
 
 LONE = "\ud83d"
@@ -323,3 +324,25 @@ def test_remember_refuses_text_utf8_cannot_encode(tmp_path: Path) -> None:
         ]
 
     asyncio.run(go())
+
+
+def test_a_summary_with_a_lone_surrogate_is_cleaned_where_it_enters() -> None:
+    """A summarizer is a model too: its text reaches the conversation with U+FFFD."""
+    summarizer = FunctionModel(lambda request: final(f"summary {LONE}"), model_name="summarizer")
+
+    def build(store: SqliteRunStore) -> Agent:
+        return Agent(
+            ScriptedModel(paging_script(5)),
+            page_registry(),
+            instructions=INSTRUCTIONS,
+            context=ContextPolicy(max_request_tokens=1_500, keep_last_turns=2),
+            summarizer=summarizer,
+            limits=Limits(max_steps=20),
+            store=store,
+        )
+
+    with store_file() as path:
+        result = run_with_store(path, build, TASK)
+    assert result.status is RunStatus.COMPLETED
+    assert result.usage.compactions > 0
+    assert any(f"summary {REPLACEMENT}" in (m.content or "") for m in result.messages)

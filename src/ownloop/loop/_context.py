@@ -20,6 +20,7 @@ from ownloop.contracts import (
 from ownloop.cost import Price, cost_of
 from ownloop.exceptions import ConfigurationError
 from ownloop.loop._finish import end_for_budget
+from ownloop.loop._inputs import clean_response
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Effect, Failure, Outcome, Summarize
 from ownloop.loop.state import RunState
@@ -161,6 +162,7 @@ def _summary(
             retryable=False,
         )
         return None
+    outcome = clean_response(outcome)  # the summarizer is a model: its text enters the run here
     state.count(
         model_requests=1,
         input_tokens=outcome.usage.input_tokens,
