@@ -103,3 +103,25 @@ def test_step_clock_moves_only_when_a_step_completes() -> None:
     clock.adopt({"mono": 99.0, "wall": datetime(2025, 1, 1, tzinfo=UTC).isoformat()})
     assert (clock.monotonic(), clock.now()) == (100.0, first)
     assert "2026-01-01" in repr(clock)
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no str")
+
+
+@pytest.mark.parametrize(
+    ("outcome", "expected"),
+    [
+        (final("x\ud83d"), "x\ufffd"),
+        (Failure(ValueError("bad \ud83d")), "bad \ufffd"),
+        (Failure(PermanentModelError("body \udc80", category="invalid_request")), "body \ufffd"),
+        (Failure(_Unprintable()), "<unprintable _Unprintable>"),
+        (ToolReturn({"k\ud83d": "v"}), "k\ufffd"),
+    ],
+)
+def test_step_values_hold_only_encodable_text(outcome: Outcome, expected: str) -> None:
+    """What a step checkpoints encodes as UTF-8 JSON: surrogates replaced, broken __str__ named."""
+    text = json.dumps(encode_outcome(outcome), ensure_ascii=False)
+    text.encode("utf-8")
+    assert expected in text

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+from ownloop._text import clean_json, clean_text, safe_str
 from ownloop.contracts import Approval, ModelResponse, Receipt
 from ownloop.exceptions import (
     PermanentModelError,
@@ -48,9 +49,9 @@ def encode_error(error: BaseException) -> Json:
     """Describe an exception as JSON: its type, message and the fields the loop core reads."""
     if isinstance(error, StepError):
         return {"type": error.type_name, "message": Exception.__str__(error)}
-    encoded: Json = {"type": type(error).__name__, "message": str(error)}
+    encoded: Json = {"type": type(error).__name__, "message": safe_str(error)}
     if isinstance(error, ProviderError):
-        encoded["message"] = error.message
+        encoded["message"] = clean_text(error.message)
         encoded.update({name: getattr(error, name) for name in _PROVIDER_FIELDS})
     elif isinstance(error, TransientToolError):
         encoded["retry_after"] = error.retry_after
@@ -86,8 +87,17 @@ def decode_error(encoded: Json) -> BaseException:
     return StepError(kind, message)
 
 
-def encode_outcome(outcome: Outcome) -> Json:  # noqa: PLR0911 - one return per kind
-    """Turn an outcome into the JSON value a step checkpoints."""
+def encode_outcome(outcome: Outcome) -> Json:
+    """Turn an outcome into the JSON value a step checkpoints, with only encodable text.
+
+    A step's value is serialised by DBOS before the loop core sees it, so text UTF-8 cannot
+    encode (an unpaired surrogate from a tool or a model) is replaced here, where it enters.
+    """
+    encoded: Json = clean_json(_encode_outcome(outcome))
+    return encoded
+
+
+def _encode_outcome(outcome: Outcome) -> Json:  # noqa: PLR0911 - one return per kind
     if outcome is None:
         return {"kind": "none"}
     if isinstance(outcome, ModelResponse):
