@@ -346,3 +346,12 @@ def test_a_summary_with_a_lone_surrogate_is_cleaned_where_it_enters() -> None:
     assert result.status is RunStatus.COMPLETED
     assert result.usage.compactions > 0
     assert any(f"summary {REPLACEMENT}" in (m.content or "") for m in result.messages)
+
+
+def test_a_provider_item_nested_past_the_bound_is_dropped_so_the_store_loads() -> None:
+    """An opaque item 196 levels deep would make a checkpoint no store can load: it is dropped."""
+    deep = ModelResponse(final_output="done", provider_items=({"x": nested(196)}, {"id": "r1"}))
+    with store_file() as path:
+        result = run_with_store(path, _agent([deep], ToolRegistry()), "go")
+    assert result.status is RunStatus.COMPLETED
+    assert result.messages[-1].provider_items == ({"id": "r1"},)

@@ -2,9 +2,10 @@
 
 A response comes from code the runtime does not control (an adapter, a user's model port, a test
 script). Before the core traces, stores or answers it, every string in it is made encodable
-(unpaired surrogates become U+FFFD) and tool-call arguments given as objects nested deeper than
+(unpaired surrogates become U+FFFD); tool-call arguments given as objects nested deeper than
 `ownloop._text.MAX_NESTING` become their JSON text, which validation then refuses as an
-observation the model can act on, instead of a value no store could load back.
+observation the model can act on; and an opaque provider item nested that deep (no real provider
+sends one) is dropped. Either would otherwise be stored as a checkpoint no store could load back.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def clean_response(response: ModelResponse) -> ModelResponse:
     changed = any(new is not old for new, old in zip(calls, response.tool_calls, strict=True))
     if changed:
         response = response.model_copy(update={"tool_calls": calls})
+    items = response.provider_items
+    kept = tuple(item for item in items if nesting_depth(item) <= MAX_NESTING)
+    if len(kept) != len(items):
+        response = response.model_copy(update={"provider_items": kept})
     try:
         response.model_dump_json()
     except ValueError:  # pydantic's serialisation error: text UTF-8 cannot encode
