@@ -355,3 +355,10 @@ def test_a_provider_item_nested_past_the_bound_is_dropped_so_the_store_loads() -
         result = run_with_store(path, _agent([deep], ToolRegistry()), "go")
     assert result.status is RunStatus.COMPLETED
     assert result.messages[-1].provider_items == ({"id": "r1"},)
+
+
+def test_a_run_id_with_a_lone_surrogate_is_rejected() -> None:
+    """A run id is matched exactly, so it is refused (InputRejected), never repaired."""
+    agent = Agent(ScriptedModel([final("ok")]), ToolRegistry())
+    with pytest.raises(InputRejected, match="run_id"):
+        agent.run_sync("go", run_id=f"run-{LONE}")

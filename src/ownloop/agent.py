@@ -465,6 +465,8 @@ class Agent:
             return uuid.uuid4().hex
         if not isinstance(run_id, str) or not 0 < len(run_id) <= MAX_ID_CHARS:
             raise InputRejected(f"run_id must be 1-{MAX_ID_CHARS} characters")
+        if clean_text(run_id) is not run_id:  # an id is matched exactly: never repaired
+            raise InputRejected("run_id holds text UTF-8 cannot encode (an unpaired surrogate)")
         return run_id
 
     def _opening_messages(self, task: str) -> list[Message]:
