@@ -312,6 +312,20 @@ def cli_main(argv: list[str]) -> int:
     return status
 
 
+def rescue(spec: Spec) -> None:
+    """A process running ``ownloop workers recover --executor <spec's executor>`` (the runbook)."""
+    os.environ[SPEC_VARIABLE] = json.dumps(spec.__dict__)
+    argv = ["workers", "recover", "--executor", spec.executor_id]
+    cli_main([*argv, "--app", "tests.dbos_worker:cli_app", "--dsn", spec.system_url])
+
+
+def start_rescuer(spec: Spec) -> BaseProcess:
+    """Start `rescue` in a worker process (it exits when its recovered runs are done)."""
+    process = _CONTEXT.Process(target=rescue, args=(spec,), name="rescuer")
+    process.start()
+    return process
+
+
 def flaky_agent(spec: Spec) -> Agent:
     """An agent whose approved write fails transiently once, with an approver and a revision."""
     from ownloop.contracts import Approval, ApprovalRequest

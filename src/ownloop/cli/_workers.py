@@ -88,10 +88,11 @@ def recover(arguments: argparse.Namespace) -> int:
     runner, config = _load_app(arguments.app)
     if arguments.dsn:
         config["system_database_url"] = arguments.dsn
-    if runner.system_database_url is None:
-        runner.system_database_url = config.get("system_database_url")
+    runner.system_database_url = config.get("system_database_url", runner.system_database_url)
     dead, lane = arguments.executor, recovery_queue(runner.queue, arguments.executor)
     rescuer = config["executor_id"] = recovery_executor_id(dead)
+    # Move them before launching: a live rescuer under this id must never see them move.
+    runner.hand_back([dead, rescuer], lanes=[lane], to_queue=lane)
     DBOS(config=cast(DBOSConfig, config))
     try:
         runner.register(worker=False, listen=[lane])
@@ -101,8 +102,6 @@ def recover(arguments: argparse.Namespace) -> int:
             polling_interval_sec=runner.polling_interval_s,
             worker_concurrency=runner.worker_concurrency,
         )
-        version = DBOS.application_version
-        runner.hand_back([dead, rescuer], application_version=version, lanes=[lane], to_queue=lane)
         found = DBOS.list_workflows(
             queue_name=lane, status=["ENQUEUED", "PENDING"], name=WORKFLOW_NAME, load_input=False
         )
@@ -114,9 +113,8 @@ def recover(arguments: argparse.Namespace) -> int:
             print(json.dumps({"workflow_id": status.workflow_id, "result": outcome}))
         DBOS.delete_queue(lane)
     finally:  # hand back to the shared queue whatever it did not finish
-        version = DBOS.application_version
         runner.shutdown(drain_s=0, destroy_registry=True)
-        runner.hand_back([], application_version=version, lanes=[lane])
+        runner.hand_back([], lanes=[lane])
         runner.close()
         asyncio.run(runner.store.close())
     return 0
