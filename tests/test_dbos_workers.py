@@ -305,7 +305,7 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launched: Any) -> None:
-    """The runner refuses no agents, enqueueing without a system database, and unknown runs."""
+    """The runner refuses no agents, a system database it lacks, unknown runs, and non-workers."""
     from ownloop.contracts import Approval
     from ownloop.dbos import DbosRunner
     from ownloop.exceptions import ConfigurationError
@@ -316,8 +316,17 @@ def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launc
         DbosRunner(runner.store, {})
     bare = DbosRunner(runner.store, {"export": runner.agents["export"]})
     decision = Approval(request_id="r-1", approved=True, approver="ops")
+    with pytest.raises(ConfigurationError, match="system_database_url"):
+        bare.hand_back(["gone"])
+    assert runner.hand_back(["nobody-ran-here"]) == []
+    assert launched.register(worker=True) is launched.workflow  # registering twice is harmless
+    asyncio.run(launched.start_async())  # so is registering the queue again, from async code
+    with pytest.raises(ConfigurationError, match=r"register\(worker=True\)"):
+        runner.start()  # this runner never registered as a worker
 
     async def go() -> None:
+        with pytest.raises(ConfigurationError, match=r"register\(worker=True\)"):
+            await runner.start_async()
         with pytest.raises(ConfigurationError, match="system_database_url"):
             await bare.approve("some-run", decision)
         with pytest.raises(ConfigurationError, match="no segment of run 'nobody'"):
