@@ -107,18 +107,23 @@ def test_recover_runs_what_it_recovered_and_takes_no_fresh_run(
     finish_on_a_fresh_worker(spec, [run_id, *fresh], [f"{r}:export:q3" for r in [run_id, *fresh]])
 
 
+@pytest.mark.parametrize("rescue_killed_at", ["read", "write:after_commit"])
 def test_a_killed_rescuer_is_finished_by_running_recover_again(
-    spec: Spec, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    spec: Spec,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    rescue_killed_at: str,
 ) -> None:
     """SIGKILL the recover command mid-run: the same command again finishes what it held, once."""
     run_id = f"dead-{uuid.uuid4().hex[:8]}"
+    spec = replace(spec, reconcile=True)  # a write cut mid-flight is confirmed from the ledger
     doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="read")
     worker = start(doomed)
     enqueue_many(doomed, "export", 1, run_ids=[run_id])
     kill_when_halted(spec, worker)
     spec.path("halted").unlink()
-    rescuer = start_rescuer(doomed)
-    kill_when_halted(spec, rescuer)  # the rescue replays the read and halts there too
+    rescuer = start_rescuer(replace(doomed, kill_at=rescue_killed_at))
+    kill_when_halted(spec, rescuer)
     assert pending_under(spec, f"{spec.executor_id}:recover") == [f"ownloop:{run_id}:start"]
     fresh = enqueue_many(spec, "slow", 2)
     monkeypatch.setenv(SPEC_VARIABLE, json.dumps(spec.__dict__))
