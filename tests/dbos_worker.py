@@ -299,6 +299,12 @@ def cli_app() -> tuple[Any, Any]:
     return make_runner(spec), config
 
 
+def cli_app_other_version() -> tuple[Any, Any]:
+    """A factory whose DBOS config and runner disagree on the application version."""
+    runner, config = cli_app()
+    return runner, {**config, "application_version": "other"}
+
+
 def cli_main(argv: list[str]) -> int:
     """Run the ``workers`` command group as ``ownloop`` would (it is registered there)."""
     import argparse

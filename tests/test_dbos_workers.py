@@ -294,11 +294,13 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
     """``workers recover --app`` names MODULE:FACTORY returning (DbosRunner, DBOS config)."""
     from ownloop.exceptions import ConfigurationError
 
-    monkeypatch.setenv(SPEC_VARIABLE, "{}")
+    where = {"directory": ".", "dsn": "dbname=x", "schema": "x", "system_url": "postgresql://x"}
+    monkeypatch.setenv(SPEC_VARIABLE, json.dumps(where))
     for app, message in (
         ("nocolon", "must be MODULE:FACTORY"),
         ("tests.dbos_worker:missing", "cannot load"),
         ("os:getcwd", "must return"),
+        ("tests.dbos_worker:cli_app_other_version", "application_version 'other' is not the"),
     ):
         with pytest.raises(ConfigurationError, match=message):
             cli_main(["workers", "recover", "--executor", "x", "--app", app])

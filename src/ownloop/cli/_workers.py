@@ -69,6 +69,13 @@ def _load_app(spec: str) -> tuple[Any, dict[str, Any]]:
         or not isinstance(made[1], Mapping)
     ):
         raise ConfigurationError(f"{spec} must return (DbosRunner, DBOS config), got {made!r}")
+    version = made[1].get("application_version")
+    if version is not None and version != made[0].application_version:
+        # segments are enqueued with the runner's version; a rescuer on another never runs them
+        raise ConfigurationError(
+            f"{spec}: the DBOS config's application_version {version!r} is not the runner's "
+            f"{made[0].application_version!r}"
+        )
     return made[0], dict(made[1])
 
 
