@@ -3,7 +3,7 @@
 Each worker is a real process forked from the ``forkserver`` (see ``tests/durable_worker.py``). It
 configures DBOS with `ownloop.dbos.worker_config`, registers the runner as a worker, launches,
 registers the queue, writes a ``ready-<name>`` file and serves the queue until the test writes
-``stop`` or ``stop-<name>`` (then ``runner.shutdown()``, the documented way to stop a worker) or
+``stop`` or sends SIGTERM (then ``runner.shutdown()``, the documented way to stop a worker) or
 SIGKILLs it. A *host* process launches DBOS as no worker, enqueues and approves. The model is a
 function of the conversation (a replayed run may call it at any step), and the ``export``/``refund``
 write tools record every effect in the SQLite ledger of ``tests/durable_worker.py``. A spec may
@@ -17,6 +17,8 @@ import asyncio
 import functools
 import json
 import os
+import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -192,8 +194,10 @@ def serve(spec: Spec) -> None:
     runner.register(worker=True)
     DBOS.launch()
     runner.start()
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())  # as a pod is told to stop
     spec.path(f"ready-{spec.name}").write_text(str(os.getpid()))
-    while not (spec.path("stop").exists() or spec.path(f"stop-{spec.name}").exists()):
+    while not (spec.path("stop").exists() or terminated.is_set()):
         time.sleep(0.02)
     handed = runner.shutdown(drain_s=spec.drain_s, destroy_registry=True)
     spec.path(f"handed-{spec.name}").write_text(json.dumps(handed))

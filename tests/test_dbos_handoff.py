@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-import time
+import os
+import signal
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
@@ -158,16 +159,30 @@ def test_a_process_that_enqueues_and_approves_takes_no_run(spec: Spec) -> None:
 
 
 def test_a_stopped_worker_hands_every_run_it_took_to_another(spec: Spec) -> None:
-    """Stopping a busy worker drains, then hands its running segments back to the queue."""
-    busy = replace(spec, name="busy", drain_s=1, reconcile=True)
+    """SIGTERM a busy worker: it drains, then hands its running segments back to the queue."""
+    busy = replace(spec, name="busy", drain_s=1, reconcile=True, slow_latency_s=1.0)
     worker = start(busy)
     run_ids = enqueue_many(spec, "slow", 6)
     wait_for_segments(spec, run_ids, "PENDING", executor=spec.executor_id)
-    spec.path("stop-busy").write_text("stop")
+    os.kill(worker.pid or 0, signal.SIGTERM)
     worker.join(30)
     assert worker.exitcode == 0
     handed = json.loads(spec.path("handed-busy").read_text())
     assert handed, "the drain was long enough to finish every run: the test proves nothing"
     assert pending_under(spec, spec.executor_id) == []
-    time.sleep(0.2)
     finish_on_a_fresh_worker(spec, run_ids, [f"{r}:export:q3" for r in run_ids])
+
+
+def test_a_stopped_worker_first_lets_its_running_segments_finish(spec: Spec) -> None:
+    """SIGTERM a busy worker with a long enough drain: it finishes what it took, then exits."""
+    busy = replace(spec, name="busy", drain_s=20)
+    worker = start(busy)
+    run_ids = enqueue_many(spec, "slow", 4)
+    wait_for_segments(spec, run_ids, "PENDING", executor=spec.executor_id)
+    os.kill(worker.pid or 0, signal.SIGTERM)
+    worker.join(30)
+    assert worker.exitcode == 0
+    assert json.loads(spec.path("handed-busy").read_text()) == []
+    wait_for_segments(spec, run_ids, "SUCCESS", executor=spec.executor_id)
+    rows = ledger_rows(spec.directory)
+    assert sorted(what for _, what in rows) == sorted(f"{r}:export:q3" for r in run_ids)
