@@ -103,13 +103,13 @@ def serve(settings: dict[str, Any], name: str) -> None:
 
     DBOS(config=worker_config("ownloop-bench", settings["system_url"], name, log_level="ERROR"))
     runner = runner_for(settings)
-    runner.register()
+    runner.register(worker=True)
     DBOS.launch()
     runner.start()
     Path(settings["dir"], f"ready-{name}").write_text("ready")
     while not Path(settings["dir"], "stop").exists():
         time.sleep(0.02)
-    DBOS.destroy(destroy_registry=True)
+    runner.shutdown(destroy_registry=True)
 
 
 async def _enqueue_and_wait(settings: dict[str, Any], runs: int) -> float:
@@ -175,7 +175,7 @@ def overhead(settings: dict[str, Any], runs: int) -> dict[str, float]:
 
     DBOS(config=worker_config("ownloop-bench", settings["system_url"], "bench-overhead"))
     runner = runner_for(settings)
-    workflow = runner.register()
+    workflow = runner.register(worker=False)  # starts segments itself, never from the queue
     DBOS.launch()
 
     async def engine() -> float:

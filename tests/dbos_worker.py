@@ -1,13 +1,14 @@
 """Worker processes for the DBOS tests: real DBOS executors on the test PostgreSQL server.
 
 Each worker is a real process forked from the ``forkserver`` (see ``tests/durable_worker.py``). It
-configures DBOS with `ownloop.dbos.worker_config`, registers the runner, launches, registers the
-queue, writes a ``ready-<name>`` file and serves the queue until the test writes ``stop`` (then
-``DBOS.destroy()``) or SIGKILLs it. The model is a function of the conversation (a replayed run
-may call it at any step), and the ``export``/``refund`` write tools record every effect in the
-SQLite ledger of ``tests/durable_worker.py``. A spec may name a run and a kill point inside that
-run's tools (``read``, ``write:before_commit``, ``write:after_commit``); the worker stops there and
-waits to be killed.
+configures DBOS with `ownloop.dbos.worker_config`, registers the runner as a worker, launches,
+registers the queue, writes a ``ready-<name>`` file and serves the queue until the test writes
+``stop`` or sends SIGTERM (then ``runner.shutdown()``, the documented way to stop a worker) or
+SIGKILLs it. A *host* process launches DBOS as no worker, enqueues and approves. The model is a
+function of the conversation (a replayed run may call it at any step), and the ``export``/``refund``
+write tools record every effect in the SQLite ledger of ``tests/durable_worker.py``. A spec may
+name a run and a kill point inside that run's tools (``read``, ``write:before_commit``,
+``write:after_commit``); the worker stops there and waits to be killed.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import asyncio
 import functools
 import json
 import os
+import signal
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -50,6 +53,8 @@ class Spec:
         reconcile: Whether the export tool declares a lookup reading the ledger.
         model_latency_s: How long each model call takes.
         queue: The DBOS queue.
+        drain_s: How long a stopping worker lets its running segments finish.
+        slow_latency_s: How long each model call of the ``slow`` agent takes.
     """
 
     directory: str
@@ -63,6 +68,8 @@ class Spec:
     reconcile: bool = False
     model_latency_s: float = 0.0
     queue: str = "ownloop"
+    drain_s: int = 10
+    slow_latency_s: float = 0.4
 
     def path(self, name: str) -> Path:
         """Return a file of the spec's directory."""
@@ -149,17 +156,18 @@ def _scripted(scenario: str, latency_s: float) -> Any:
     return respond
 
 
-def make_agent(spec: Spec, scenario: str) -> Agent:
+def make_agent(spec: Spec, scenario: str, latency_s: float | None = None) -> Agent:
     """Return an agent playing ``scenario`` (no store: the runner owns durability)."""
+    latency = spec.model_latency_s if latency_s is None else latency_s
     return Agent(
-        FunctionModel(_scripted(scenario, spec.model_latency_s), model_name="scripted"),
+        FunctionModel(_scripted(scenario, latency), model_name="scripted"),
         build_registry(spec),
         policy=allow_writes("export", "refund"),
     )
 
 
 def make_runner(spec: Spec) -> Any:
-    """Return the runner: agents ``export`` and ``refund`` on the spec's store."""
+    """Return the runner: agents ``export``, ``slow`` (a slow export) and ``refund``."""
     from ownloop.dbos import DbosRunner
 
     return DbosRunner(
@@ -167,6 +175,7 @@ def make_runner(spec: Spec) -> Any:
         {
             "export": functools.partial(make_agent, spec, "export"),
             "refund": functools.partial(make_agent, spec, "refund"),
+            "slow": functools.partial(make_agent, spec, "export", spec.slow_latency_s),
         },
         queue=spec.queue,
         system_database_url=spec.system_url,
@@ -175,20 +184,56 @@ def make_runner(spec: Spec) -> Any:
 
 
 def serve(spec: Spec) -> None:
-    """The worker process: launch DBOS, serve the queue until ``stop`` appears, then destroy."""
+    """The worker process: launch DBOS, serve the queue until told to stop, then shut down."""
     from dbos import DBOS
 
     from ownloop.dbos import worker_config
 
     DBOS(config=worker_config(APP_NAME, spec.system_url, spec.executor_id, log_level="WARNING"))
     runner = make_runner(spec)
-    runner.register()
+    runner.register(worker=True)
     DBOS.launch()
     runner.start()
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: terminated.set())  # as a pod is told to stop
     spec.path(f"ready-{spec.name}").write_text(str(os.getpid()))
-    while not spec.path("stop").exists():
+    while not (spec.path("stop").exists() or terminated.is_set()):
         time.sleep(0.02)
-    DBOS.destroy(destroy_registry=True)
+    handed = runner.shutdown(drain_s=spec.drain_s, destroy_registry=True)
+    spec.path(f"handed-{spec.name}").write_text(json.dumps(handed))
+    runner.close()
+
+
+def host(spec: Spec, run_ids: list[str], approve: tuple[str, str] | None, linger_s: float) -> None:
+    """A process that launches DBOS as no worker, enqueues runs, approves one, lingers, stops.
+
+    It registers the workflow (so on the old code, a launched DBOS that listens to every queue
+    of its application, it could have run what it dequeued) and reports its pid.
+    """
+    from dbos import DBOS
+
+    from ownloop.contracts import Approval
+    from ownloop.dbos import worker_config
+
+    DBOS(config=worker_config(APP_NAME, spec.system_url, spec.executor_id, log_level="WARNING"))
+    runner = make_runner(spec)
+    runner.register(worker=False)
+    DBOS.launch()
+
+    async def go() -> None:
+        for run_id in run_ids:
+            await runner.enqueue("export", "do the task", run_id=run_id)
+        if approve is not None:
+            run_id, request_id = approve
+            decision = Approval(request_id=request_id, approved=True, approver="ops")
+            await runner.approve(run_id, decision)
+        await asyncio.sleep(linger_s)  # a listening DBOS would dequeue within this time
+        await runner.store.close()
+
+    asyncio.run(go())
+    runner.shutdown(drain_s=spec.drain_s, destroy_registry=True)
+    runner.close()
+    spec.path("host").write_text(str(os.getpid()))
 
 
 def start(spec: Spec) -> BaseProcess:
@@ -258,6 +303,12 @@ def cli_app() -> tuple[Any, Any]:
     return make_runner(spec), config
 
 
+def cli_app_other_version() -> tuple[Any, Any]:
+    """A factory whose DBOS config and runner disagree on the application version."""
+    runner, config = cli_app()
+    return runner, {**config, "application_version": "other"}
+
+
 def cli_main(argv: list[str]) -> int:
     """Run the ``workers`` command group as ``ownloop`` would (it is registered there)."""
     import argparse
@@ -269,6 +320,20 @@ def cli_main(argv: list[str]) -> int:
     arguments = parser.parse_args(argv)
     status: int = arguments.handler(arguments)
     return status
+
+
+def rescue(spec: Spec) -> None:
+    """A process running ``ownloop workers recover --executor <spec's executor>`` (the runbook)."""
+    os.environ[SPEC_VARIABLE] = json.dumps(spec.__dict__)
+    argv = ["workers", "recover", "--executor", spec.executor_id]
+    cli_main([*argv, "--app", "tests.dbos_worker:cli_app", "--dsn", spec.system_url])
+
+
+def start_rescuer(spec: Spec) -> BaseProcess:
+    """Start `rescue` in a worker process (it exits when its recovered runs are done)."""
+    process = _CONTEXT.Process(target=rescue, args=(spec,), name="rescuer")
+    process.start()
+    return process
 
 
 def flaky_agent(spec: Spec) -> Agent:

@@ -8,7 +8,6 @@ each other's runs; the DBOS system database is fresh per test session.
 from __future__ import annotations
 
 import asyncio
-import atexit
 import functools
 import json
 import logging
@@ -18,12 +17,12 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.dbos_support import kill_when_halted, new_spec, segments, stop, stored
 from tests.dbos_worker import (
     APP_NAME,
     SPEC_VARIABLE,
@@ -37,7 +36,6 @@ from tests.dbos_worker import (
     run_in_process,
     start,
 )
-from tests.durable_support import DSN_VARIABLE, fresh_schema, postgres_dsn
 from tests.durable_worker import ledger_rows
 
 
@@ -51,83 +49,12 @@ def _fresh_dbos_logger() -> Iterator[None]:
         handler.close()
 
 
-@functools.cache
-def _system_url() -> str:
-    """A fresh DBOS system database name on the test server (DBOS creates it), dropped at exit."""
-    import psycopg
-    from psycopg.conninfo import conninfo_to_dict
-
-    postgres_dsn()  # skips (or fails in CI) without a server
-    server = os.environ[DSN_VARIABLE]
-    where = conninfo_to_dict(server)
-    name = f"ownloop_dbos_{os.getpid()}_{uuid.uuid4().hex[:8]}"
-
-    def drop() -> None:
-        with psycopg.connect(server, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-    atexit.register(drop)
-    user = where.get("user", "postgres")
-    password = f":{where['password']}" if where.get("password") else ""
-    host, port = where.get("host", "127.0.0.1"), where.get("port", "5432")
-    return f"postgresql://{user}{password}@{host}:{port}/{name}"
-
-
 @pytest.fixture
 def spec(tmp_path: Path) -> Iterator[Spec]:
     """A spec with its own store schema, queue and executor id; stops its workers at the end."""
-    made = Spec(
-        directory=str(tmp_path),
-        dsn=postgres_dsn(),
-        schema=fresh_schema(),
-        system_url=_system_url(),
-        executor_id=f"exec-{uuid.uuid4().hex[:8]}",
-        queue=f"q-{uuid.uuid4().hex[:8]}",
-    )
+    made = new_spec(tmp_path)
     yield made
     made.path("stop").write_text("stop")
-
-
-def stop(spec: Spec, *workers: BaseProcess) -> None:
-    """Ask the workers to destroy DBOS and exit; check they exited cleanly."""
-    spec.path("stop").write_text("stop")
-    for worker in workers:
-        worker.join(20)
-        assert worker.exitcode == 0, f"{worker.name} exited with {worker.exitcode}"
-    spec.path("stop").unlink()
-
-
-def stored(spec: Spec, run_ids: list[str], *, until: str, timeout: float = 30.0) -> list[Any]:
-    """Wait until every run's snapshot is in state ``until``; return the snapshots."""
-
-    async def poll() -> list[Any]:
-        from ownloop.store import PostgresRunStore
-
-        store = PostgresRunStore(spec.dsn, schema=spec.schema)
-        deadline = time.monotonic() + timeout
-        try:
-            while True:
-                found = [await store.get(run_id) for run_id in run_ids]
-                if all(item is not None and item.snapshot.state == until for item in found):
-                    return [item.snapshot for item in found if item is not None]
-                assert time.monotonic() < deadline, f"runs not {until}: {found}"
-                await asyncio.sleep(0.05)
-        finally:
-            await store.close()
-
-    return asyncio.run(poll())
-
-
-def segments(spec: Spec, run_id: str) -> list[tuple[str, str]]:
-    """Return ``(workflow id, status)`` of every DBOS workflow of the run."""
-    from dbos import DBOSClient
-
-    client = DBOSClient(system_database_url=spec.system_url)
-    try:
-        found = client.list_workflows(workflow_id_prefix=f"ownloop:{run_id}:")
-    finally:
-        client.destroy()
-    return sorted((status.workflow_id, status.status) for status in found)
 
 
 def test_three_workers_share_thirty_runs_each_once(spec: Spec) -> None:
@@ -244,18 +171,13 @@ def test_cli_recovers_a_dead_workers_runs(
     doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="read")
     worker = start(doomed)
     enqueue_many(doomed, "export", 1, run_ids=[run_id])
-    deadline = time.monotonic() + 20
-    while not spec.path("halted").exists():
-        assert worker.is_alive(), f"the worker exited with {worker.exitcode}"
-        assert time.monotonic() < deadline, "the worker never halted"
-        time.sleep(0.005)
-    os.kill(worker.pid or 0, signal.SIGKILL)
-    worker.join(5)
+    kill_when_halted(spec, worker)
     monkeypatch.setenv(SPEC_VARIABLE, json.dumps(spec.__dict__))
     argv = ["workers", "recover", "--executor", spec.executor_id, "--app"]
     assert cli_main([*argv, "tests.dbos_worker:cli_app", "--dsn", spec.system_url]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"recovering 1 workflow(s) of executor {spec.executor_id}"
+    rescuer = f"{spec.executor_id}:recover"
+    assert lines[0] == f"recovering 1 workflow(s) of executor {spec.executor_id} as {rescuer}"
     assert json.loads(lines[1])["result"]["status"] == "completed"
     (snapshot,) = stored(spec, [run_id], until="finished")
     assert snapshot.result.output == "Exported q3."
@@ -275,13 +197,13 @@ def launched(spec: Spec) -> Iterator[Any]:
     DBOS(config=worker_config(APP_NAME, spec.system_url, spec.executor_id, log_level="WARNING"))
     runner = make_runner(spec)
     runner.agents["flaky"] = functools.partial(flaky_agent, spec)
-    runner.register()
+    runner.register(worker=True)
     DBOS.launch()
     runner.start()
     try:
         yield runner
     finally:
-        DBOS.destroy(destroy_registry=True)
+        assert runner.shutdown(drain_s=0, destroy_registry=True) == []
         runner.close()
         asyncio.run(runner.store.close())
 
@@ -372,30 +294,41 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
     """``workers recover --app`` names MODULE:FACTORY returning (DbosRunner, DBOS config)."""
     from ownloop.exceptions import ConfigurationError
 
-    monkeypatch.setenv(SPEC_VARIABLE, "{}")
+    where = {"directory": ".", "dsn": "dbname=x", "schema": "x", "system_url": "postgresql://x"}
+    monkeypatch.setenv(SPEC_VARIABLE, json.dumps(where))
     for app, message in (
         ("nocolon", "must be MODULE:FACTORY"),
         ("tests.dbos_worker:missing", "cannot load"),
         ("os:getcwd", "must return"),
+        ("tests.dbos_worker:cli_app_other_version", "application_version 'other' is not the"),
     ):
         with pytest.raises(ConfigurationError, match=message):
             cli_main(["workers", "recover", "--executor", "x", "--app", app])
 
 
 def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launched: Any) -> None:
-    """The runner refuses no agents, enqueueing without a system database, and unknown runs."""
+    """The runner refuses no agents, a system database it lacks, unknown runs, and non-workers."""
     from ownloop.contracts import Approval
     from ownloop.dbos import DbosRunner
     from ownloop.exceptions import ConfigurationError
 
     runner = make_runner(spec)  # launched: the DBOS system database exists
-    assert repr(runner) == f"DbosRunner(queue={spec.queue!r}, agents=['export', 'refund'])"
+    assert repr(runner) == f"DbosRunner(queue={spec.queue!r}, agents=['export', 'refund', 'slow'])"
     with pytest.raises(ConfigurationError, match="at least one agent"):
         DbosRunner(runner.store, {})
     bare = DbosRunner(runner.store, {"export": runner.agents["export"]})
     decision = Approval(request_id="r-1", approved=True, approver="ops")
+    with pytest.raises(ConfigurationError, match="system_database_url"):
+        bare.hand_back(["gone"])
+    assert runner.hand_back(["nobody-ran-here"]) == []
+    assert launched.register(worker=True) is launched.workflow  # registering twice is harmless
+    asyncio.run(launched.start_async())  # so is registering the queue again, from async code
+    with pytest.raises(ConfigurationError, match=r"register\(worker=True\)"):
+        runner.start()  # this runner never registered as a worker
 
     async def go() -> None:
+        with pytest.raises(ConfigurationError, match=r"register\(worker=True\)"):
+            await runner.start_async()
         with pytest.raises(ConfigurationError, match="system_database_url"):
             await bare.approve("some-run", decision)
         with pytest.raises(ConfigurationError, match="no segment of run 'nobody'"):

@@ -2,8 +2,13 @@
 
 The application factory (``--app MODULE:FACTORY``) returns the configured `ownloop.dbos.DbosRunner`
 and the DBOS configuration this process launches with (``ownloop.dbos.worker_config``). The
-command launches DBOS, re-enqueues every pending workflow of the dead executor that belongs to this
-application version, waits for them to finish and prints one JSON line per workflow.
+command moves every ownloop segment pending under the dead executor (of this application version)
+to a private queue, launches DBOS listening to that queue only, runs exactly those segments,
+prints one JSON line per segment and exits: it never takes a fresh run from the shared queue.
+
+It launches under the executor id ``<dead>:recover`` (not the config's): if the command itself
+dies, running it again recovers what it held. Anything it could not finish when it stops is handed
+back to the shared queue.
 """
 
 from __future__ import annotations
@@ -64,35 +69,59 @@ def _load_app(spec: str) -> tuple[Any, dict[str, Any]]:
         or not isinstance(made[1], Mapping)
     ):
         raise ConfigurationError(f"{spec} must return (DbosRunner, DBOS config), got {made!r}")
+    version = made[1].get("application_version")
+    if version is not None and version != made[0].application_version:
+        # segments are enqueued with the runner's version; a rescuer on another never runs them
+        raise ConfigurationError(
+            f"{spec}: the DBOS config's application_version {version!r} is not the runner's "
+            f"{made[0].application_version!r}"
+        )
     return made[0], dict(made[1])
 
 
 def recover(arguments: argparse.Namespace) -> int:
-    """Launch DBOS here, recover the executor's pending runs and wait for them.
+    """Run the dead executor's pending segments in this process, and nothing else.
 
     Args:
         arguments: ``executor``, ``app`` and ``dsn``.
 
     Returns:
-        0 when every recovered workflow finished.
+        0 when every recovered segment finished.
     """
     from dbos import DBOS, DBOSConfig
+
+    from ownloop.dbos import WORKFLOW_NAME, recovery_executor_id, recovery_queue
 
     runner, config = _load_app(arguments.app)
     if arguments.dsn:
         config["system_database_url"] = arguments.dsn
+    runner.system_database_url = config.get("system_database_url", runner.system_database_url)
+    dead, lane = arguments.executor, recovery_queue(runner.queue, arguments.executor)
+    rescuer = config["executor_id"] = recovery_executor_id(dead)
+    # Move them before launching: a live rescuer under this id must never see them move.
+    runner.hand_back([dead, rescuer], lanes=[lane], to_queue=lane)
     DBOS(config=cast(DBOSConfig, config))
     try:
-        runner.register()
+        runner.register(worker=False, listen=[lane])
         DBOS.launch()
-        runner.start()
-        handles = DBOS._recover_pending_workflows([arguments.executor])
-        print(f"recovering {len(handles)} workflow(s) of executor {arguments.executor}")
-        for handle in handles:
-            outcome = handle.get_result(polling_interval_sec=0.1)
-            print(json.dumps({"workflow_id": handle.get_workflow_id(), "result": outcome}))
-    finally:
-        DBOS.destroy(destroy_registry=True)
+        DBOS.register_queue(
+            lane,
+            polling_interval_sec=runner.polling_interval_s,
+            worker_concurrency=runner.worker_concurrency,
+        )
+        found = DBOS.list_workflows(
+            queue_name=lane, status=["ENQUEUED", "PENDING"], name=WORKFLOW_NAME, load_input=False
+        )
+        print(f"recovering {len(found)} workflow(s) of executor {dead} as {rescuer}")
+        for status in found:
+            outcome: Any = DBOS.retrieve_workflow(status.workflow_id).get_result(
+                polling_interval_sec=0.1
+            )
+            print(json.dumps({"workflow_id": status.workflow_id, "result": outcome}))
+        DBOS.delete_queue(lane)
+    finally:  # hand back to the shared queue whatever it did not finish
+        runner.shutdown(drain_s=0, destroy_registry=True)
+        runner.hand_back([], lanes=[lane])
         runner.close()
         asyncio.run(runner.store.close())
     return 0

@@ -15,6 +15,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ConfigurationError("ownloop.dbos needs DBOS: pip install 'ownloop[dbos]'") from error
 
 from ownloop.dbos._codec import StepError
+from ownloop.dbos._handoff import recovery_executor_id, recovery_queue
 from ownloop.dbos._runner import (
     APPLICATION_VERSION,
     WORKFLOW_NAME,
@@ -31,5 +32,7 @@ __all__ = [
     "DbosRunner",
     "StepClock",
     "StepError",
+    "recovery_executor_id",
+    "recovery_queue",
     "worker_config",
 ]

@@ -19,7 +19,7 @@ import asyncio
 import dataclasses
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from dbos import (
@@ -41,6 +41,7 @@ from ownloop.contracts import (
     RunSnapshot,
 )
 from ownloop.dbos._driver import DbosDriver, Json, StepClock, nothing
+from ownloop.dbos._handoff import move_segments
 from ownloop.exceptions import ConfigurationError
 from ownloop.loop import (
     run_loop,
@@ -120,14 +121,16 @@ def _summary(run_id: str, result: RunResult | None) -> Json:
 class DbosRunner:
     """Runs agents as DBOS workflows on a queue, with the host application's DBOS instance.
 
-    Call `register` before ``DBOS.launch()`` and `start` (or `start_async`) after it in every
-    worker. `enqueue` and `approve` work from any process, with or without a launched DBOS.
+    In a worker, call ``register(worker=True)`` before ``DBOS.launch()``, `start` (or
+    `start_async`) after it, and `shutdown` instead of ``DBOS.destroy()``. A process that launches
+    DBOS but is no worker calls ``register(worker=False)``. `enqueue` and `approve` work from any
+    process, with or without a launched DBOS, and never take a run from the queue.
 
     Args:
         store: The PostgreSQL run store (snapshots, write journal, submitted approvals).
         agents: Agent factories by name; a segment builds its agent with the named one.
         queue: The DBOS queue runs are enqueued on.
-        system_database_url: The DBOS system database, for enqueueing from any process.
+        system_database_url: The DBOS system database, for enqueueing and handing back.
         application_version: The application version enqueued segments are pinned to.
         polling_interval_s: How often a worker polls the queue.
         worker_concurrency: The most segments one worker runs at once (``None``: no limit).
@@ -151,15 +154,30 @@ class DbosRunner:
         self.queue = queue
         self.system_database_url = system_database_url
         self.application_version = application_version
-        self._polling_interval_s = polling_interval_s
-        self._worker_concurrency = worker_concurrency
+        self.polling_interval_s = polling_interval_s
+        self.worker_concurrency = worker_concurrency
         self._client: DBOSClient | None = None
+        self.worker = False
         self.workflow: Callable[[str, str, Json], Awaitable[Json]] | None = None
 
     # ------------------------------------------------------------------ worker side
 
-    def register(self) -> Callable[[str, str, Json], Awaitable[Json]]:
-        """Register the ``ownloop_segment`` workflow; call before ``DBOS.launch()``.
+    def register(
+        self, *, worker: bool, listen: Sequence[str] = ()
+    ) -> Callable[[str, str, Json], Awaitable[Json]]:
+        """Register the ``ownloop_segment`` workflow and say whether this process is a worker.
+
+        Call it before ``DBOS.launch()`` in every process that launches DBOS under the workers'
+        application name. A launched DBOS dequeues from every queue its application registered
+        unless told otherwise, so this also calls ``DBOS.listen_queues``: a worker listens to
+        the runner's queue, any other process (one that only enqueues or approves) to none of
+        ownloop's, so it never takes a run it would not finish. ``DBOS.listen_queues`` may be
+        called once per process: name your application's own queues in ``listen``.
+
+        Args:
+            worker: Whether this process takes runs from the queue (then call `start` after
+                launching).
+            listen: Other queues this process serves (your application's own).
 
         Returns:
             The registered workflow function (``DBOS.start_workflow_async`` may start it
@@ -172,25 +190,88 @@ class DbosRunner:
         async def ownloop_segment(agent_name: str, run_id: str, start: Json) -> Json:
             return await runner.segment(agent_name, run_id, start)
 
+        DBOS.listen_queues([self.queue, *listen] if worker else list(listen))
+        self.worker = worker
         self.workflow = DBOS.workflow(
             name=WORKFLOW_NAME, serialization_type=WorkflowSerializationFormat.PORTABLE
         )(ownloop_segment)
         return self.workflow
 
     def start(self) -> None:
-        """Register the queue with the launched DBOS, so this worker takes runs from it."""
-        DBOS.register_queue(
-            self.queue,
-            polling_interval_sec=self._polling_interval_s,
-            worker_concurrency=self._worker_concurrency,
-        )
+        """Register the queue with the launched DBOS, so this worker takes runs from it.
+
+        Raises:
+            ConfigurationError: If this process was registered as no worker.
+        """
+        self._check_worker()
+        DBOS.register_queue(self.queue, **self._queue_options())
 
     async def start_async(self) -> None:
         """The same as `start`, from async code."""
-        await DBOS.register_queue_async(
-            self.queue,
-            polling_interval_sec=self._polling_interval_s,
-            worker_concurrency=self._worker_concurrency,
+        self._check_worker()
+        await DBOS.register_queue_async(self.queue, **self._queue_options())
+
+    def _check_worker(self) -> None:
+        if not self.worker:
+            raise ConfigurationError(
+                "this process registered as no worker: call register(worker=True) to take runs"
+            )
+
+    def _queue_options(self) -> dict[str, Any]:
+        return {
+            "polling_interval_sec": self.polling_interval_s,
+            "worker_concurrency": self.worker_concurrency,
+        }
+
+    def shutdown(self, *, drain_s: int = 30, destroy_registry: bool = False) -> list[str]:
+        """Stop this process's DBOS without stranding a run: use it instead of ``DBOS.destroy()``.
+
+        DBOS stops dequeueing at once and lets the segments running here finish for up to
+        ``drain_s`` seconds; then it is destroyed, and every ownloop segment still pending under
+        this executor id goes back to the queue, where any worker takes it (from its last
+        checkpoint, as after a crash; a write cut mid-flight is unknown, never repeated).
+
+        Args:
+            drain_s: How long running segments may take to finish (whole seconds).
+            destroy_registry: Passed to ``DBOS.destroy`` (also forget registered workflows).
+
+        Returns:
+            The workflow ids handed back to the queue.
+        """
+        executor_id, version = DBOS.executor_id, DBOS.application_version
+        DBOS.destroy(workflow_completion_timeout_sec=drain_s, destroy_registry=destroy_registry)
+        return self.hand_back([executor_id], application_version=version)
+
+    def hand_back(
+        self,
+        executor_ids: Sequence[str],
+        *,
+        application_version: str | None = None,
+        lanes: Sequence[str] = (),
+        to_queue: str | None = None,
+    ) -> list[str]:
+        """Re-enqueue the ownloop segments pending under executors that no longer run them.
+
+        Only call it for executors that are gone (or stopped, as `shutdown` does): a segment
+        pending under a live executor is running there. A segment a worker claimed since is
+        never moved, so concurrent callers are safe.
+
+        Args:
+            executor_ids: The executors whose pending segments move.
+            application_version: Only segments of this version move (default: the runner's).
+            lanes: Queues whose waiting segments move as well (``workers recover`` uses its own).
+            to_queue: Where they go (default: the runner's queue).
+
+        Returns:
+            The workflow ids moved.
+        """
+        return move_segments(
+            self._sync_client(),
+            workflow_name=WORKFLOW_NAME,
+            application_version=application_version or self.application_version,
+            executor_ids=executor_ids,
+            lanes=lanes,
+            to_queue=to_queue or self.queue,
         )
 
     async def segment(self, agent_name: str, run_id: str, start: Json) -> Json:
@@ -338,13 +419,19 @@ class DbosRunner:
 
     async def _dbos_client(self) -> DBOSClient:
         if self._client is None:
+            return await asyncio.to_thread(self._sync_client)
+        return self._client
+
+    def _sync_client(self) -> DBOSClient:
+        if self._client is None:
             url = self.system_database_url
             if url is None:
                 raise ConfigurationError(
-                    "enqueueing needs DbosRunner(system_database_url=...): the DBOS system database"
+                    "enqueueing and handing back need DbosRunner(system_database_url=...): "
+                    "the DBOS system database"
                 )
-            self._client = await asyncio.to_thread(
-                lambda: DBOSClient(system_database_url=url, serializer=DBOSPortableJSONSerializer())
+            self._client = DBOSClient(
+                system_database_url=url, serializer=DBOSPortableJSONSerializer()
             )
         return self._client
 
