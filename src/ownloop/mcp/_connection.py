@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from typing import IO, Any
 
 import anyio
@@ -80,17 +79,22 @@ class Connection:
             self._lock = anyio.Lock()
         stop = anyio.Event()
         self._stop = stop
+        bound = self.options.startup_timeout_s
         try:
-            with anyio.fail_after(self.options.startup_timeout_s):
+            with anyio.fail_after(bound):
                 await task_group.start(self._hold, stop)
         except Exception as error:
             self._client = None
+            stop.set()
             detail = self.stderr_tail().strip()
             where = f"; its stderr ends with:\n{detail}" if detail else ""
-            raise ConfigurationError(
-                f"MCP server {self.options.name!r} could not be reached within "
-                f"{self.options.startup_timeout_s:g}s: {type(error).__name__}: {error}{where}"
-            ) from error
+            cause = _first(error)
+            what = (
+                f"did not complete start-up within {bound:g}s"
+                if isinstance(cause, TimeoutError)
+                else f"failed to start: {type(cause).__name__}: {cause}"
+            )
+            raise ConfigurationError(f"MCP server {self.options.name!r} {what}{where}") from error
 
     async def close(self) -> None:
         """Ask the holding task to close the session and stop the server."""
@@ -98,15 +102,24 @@ class Connection:
             self._stop.set()
         self._client = None
 
+    def release(self) -> None:
+        """Close the stderr capture file (after the process has stopped)."""
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
     async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+        started = False
         try:
-            async with AsyncExitStack() as stack:
-                client = await stack.enter_async_context(self._new_client())
+            async with self._new_client() as client:
                 self._client = client
                 task_status.started()
+                started = True
                 await stop.wait()
-        except Exception:  # noqa: S110 - a dropped connection shows up on the next call
-            pass
+        except Exception:
+            if not started:
+                raise  # open() reports it
+            # After start-up a dropped connection shows up on the next call.
         finally:
             if self._stop is stop:
                 self._client = None
@@ -130,7 +143,9 @@ class Connection:
         else:
             http = create_mcp_http_client(headers=dict(options.headers))
             transport = streamable_http_client(options.url, http_client=http)
-        return Client(transport, cache=None, message_handler=self._on_message)
+        # The initialize handshake: every server speaks it, and change notifications arrive on
+        # the session (the 2026 protocol moves them to a listen stream).
+        return Client(transport, cache=None, mode="legacy", message_handler=self._on_message)
 
     async def _on_message(self, message: Any) -> None:
         if getattr(message, "method", None) == "notifications/tools/list_changed":
@@ -183,3 +198,10 @@ class Connection:
             if cursor is None:
                 break
         return tools
+
+
+def _first(error: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps a task's failure in one)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error

@@ -89,9 +89,7 @@ class MCPToolset(ToolRegistry):
         self._portal = self._portal_context.__enter__()
         try:
             _, self._task_group = self._portal.start_task(self._supervise)
-            for connection in self._connections.values():
-                self._portal.call(connection.open, self._group())
-                self._portal.call(self._sync_tools, connection)
+            self._portal.call(self._open_all)
         except BaseException:
             self.close()
             raise
@@ -101,14 +99,15 @@ class MCPToolset(ToolRegistry):
         """Stop every server started here and the background loop (idempotent)."""
         portal, context = self._portal, self._portal_context
         self._portal = self._portal_context = None
-        if portal is None or context is None:
-            return
-        for connection in self._connections.values():
-            portal.call(connection.close)
-        if self._stop is not None:
-            portal.call(self._stop.set)
-        context.__exit__(None, None, None)
+        if portal is not None and context is not None:
+            for connection in self._connections.values():
+                portal.call(connection.close)
+            if self._stop is not None:
+                portal.call(self._stop.set)
+            context.__exit__(None, None, None)
         self._task_group = self._stop = None
+        for connection in self._connections.values():
+            connection.release()
 
     def refresh(self) -> None:
         """List every server's tools again now and update the registry (blocking)."""
@@ -149,6 +148,24 @@ class MCPToolset(ToolRegistry):
             task_status.started(group)
             await self._stop.wait()
             group.cancel_scope.cancel()
+
+    async def _open_all(self) -> None:
+        """Start every server at once (start-ups are slow), then take their tools in order."""
+        failures: list[ConfigurationError] = []
+
+        async def open_one(connection: Connection) -> None:
+            try:
+                await connection.open(self._group())
+            except ConfigurationError as error:
+                failures.append(error)
+
+        async with anyio.create_task_group() as starting:
+            for connection in self._connections.values():
+                starting.start_soon(open_one, connection)
+        if failures:
+            raise failures[0]
+        for connection in self._connections.values():
+            await self._sync_tools(connection)
 
     def _group(self) -> anyio.abc.TaskGroup:
         if self._task_group is None:
