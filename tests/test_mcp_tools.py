@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from ownloop import Agent, ConfigurationError, RunStatus, StopReason
 from ownloop.mcp import MCPToolset, StdioServer
+from ownloop.policy import PolicyDocument
 from ownloop.testing import ScriptedModel, final, tool_call
 from tests.mcp_support import time_server
 
@@ -77,12 +80,14 @@ def test_an_is_error_result_becomes_an_error_receipt_the_model_sees(time_tools: 
     assert result.status is RunStatus.COMPLETED
 
 
-def test_prefixes_keep_servers_apart_and_effects_can_be_overridden() -> None:
-    """Prefixed servers coexist; overrides in a record or the toolset (by registry name) win."""
+def test_prefixes_keep_servers_apart_and_effects_can_be_overridden(tmp_path: Path) -> None:
+    """Prefixed servers coexist; overrides in a record or a policy file (registry name) win."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('[tool_effects]\nb_get_current_time = "write"\n', encoding="utf-8")
     with MCPToolset(
         time_server(name="a", prefix="a_", effects={"convert_time": "write"}),
         time_server(name="b", prefix="b_"),
-        effects={"b_get_current_time": "write"},
+        effects=PolicyDocument.model_validate(tomllib.loads(policy.read_text())).tool_effects,
     ) as both:
         effects = {spec.name: spec.effect for spec in both.specs()}
     assert effects == {
