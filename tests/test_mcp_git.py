@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import runpy
 import signal
 import subprocess
 import sys
@@ -115,3 +116,13 @@ def test_a_worker_killed_during_the_commit_never_commits_twice(tmp_path: Path) -
     )
     assert [operation.tool for operation in result.pending] == ["git_commit"]
     assert commit_count(repo) == 2
+
+
+def test_the_example_commits_once_after_approval(capsys: pytest.CaptureFixture[str]) -> None:
+    """examples/mcp_git.py pauses the commit, approves it and ends with one commit."""
+    runpy.run_path(str(ROOT / "examples" / "mcp_git.py"), run_name="__main__")
+    output = capsys.readouterr().out
+    assert "paused: approval_required: git_commit" in output
+    assert "commits so far: 0" in output
+    assert "finished: completed" in output
+    assert "Add release notes" in output.rsplit("commits now:", 1)[1]
