@@ -14,6 +14,7 @@ import importlib
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ownloop.cli._runs import DATABASE_URL_VARIABLE, DEFAULT_DATABASE
 from ownloop.contracts import Actor
@@ -22,7 +23,10 @@ from ownloop.policy import Policy
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tools import ToolRegistry
 
-__all__ = ["load_registry", "register", "serve"]
+if TYPE_CHECKING:
+    from ownloop.mcp import RegistryServer as RegistryServerType
+
+__all__ = ["build_server", "load_registry", "register", "serve"]
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -71,6 +75,13 @@ def serve(arguments: argparse.Namespace) -> int:
 
     Returns:
         0.
+    """
+    build_server(arguments).run_stdio()
+    return 0
+
+
+def build_server(arguments: argparse.Namespace) -> RegistryServerType:
+    """Build the server the command line describes.
 
     Raises:
         ConfigurationError: The registry, policy or store cannot be loaded, or the ``mcp``
@@ -78,17 +89,16 @@ def serve(arguments: argparse.Namespace) -> int:
     """
     try:
         from ownloop.mcp import RegistryServer
-    except ImportError as error:
+    except ImportError as error:  # pragma: no cover - the dev environment has the extra
         raise ConfigurationError(
             f"`ownloop mcp` needs the mcp extra: pip install 'ownloop[mcp]' ({error})"
         ) from error
     registry = load_registry(arguments.target)
     policy = Policy.from_file(arguments.policy) if arguments.policy else None
     actor = Actor(id=arguments.actor, tenant=arguments.tenant, roles=tuple(arguments.role))
-    store = _store(arguments)
-    server = RegistryServer(registry, store=store, actor=actor, policy=policy, name=arguments.name)
-    server.run_stdio()
-    return 0
+    return RegistryServer(
+        registry, store=_store(arguments), actor=actor, policy=policy, name=arguments.name
+    )
 
 
 def _store(arguments: argparse.Namespace) -> RunStore:

@@ -59,11 +59,11 @@ class MCPToolset(ToolRegistry):
         max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
     ) -> None:
         super().__init__(max_argument_bytes=max_argument_bytes)
+        if not all(isinstance(server, StdioServer | HttpServer) for server in servers):
+            raise ConfigurationError("MCPToolset takes StdioServer or HttpServer records")
         names = [server.name for server in servers]
         if len(set(names)) != len(names):
             raise ConfigurationError(f"MCP server names must be distinct, got {names}")
-        if not all(isinstance(server, StdioServer | HttpServer) for server in servers):
-            raise ConfigurationError("MCPToolset takes StdioServer or HttpServer records")
         overrides = dict(effects or {})
         self._connections = {
             server.name: Connection(_with_overrides(server, overrides), self._changed(server.name))
