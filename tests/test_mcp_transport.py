@@ -187,3 +187,23 @@ def test_streamable_http_servers_are_tool_sources(http_url: str) -> None:
         assert tools.stderr_tail("http") == ""
         result = Agent(model, tools).run_sync("call over http")
     assert result.receipts[0].data == {"labels": {"a": "b"}}
+
+
+def test_a_refresh_that_would_collide_keeps_the_tools_as_they_were(ledger: Path) -> None:
+    """A listing that now collides with another tool is refused; the rest keep working."""
+    tools = MCPToolset(fixture_server(ledger))
+
+    @tools.tool(name="extra")
+    def python_extra() -> str:
+        """A Python tool that owns the name first."""
+        return "python"
+
+    with tools:
+        Agent(ScriptedModel([tool_call("grow"), final("ok")]), tools).run_sync("grow")
+        deadline = time.monotonic() + 20
+        while tools.refresh_error is None:
+            assert time.monotonic() < deadline, "the list change never arrived"
+            time.sleep(0.05)
+        assert "collides" in str(tools.refresh_error)
+        result = Agent(ScriptedModel([tool_call("extra"), final("ok")]), tools).run_sync("x")
+    assert result.receipts[0].data == "python"

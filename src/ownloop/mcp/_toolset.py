@@ -11,6 +11,7 @@ call through it. Use it as a context manager (``async with`` / ``with``) or call
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from types import TracebackType
@@ -23,7 +24,7 @@ from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import MCPError
 
-from ownloop.contracts import Effect, Receipt
+from ownloop.contracts import Effect, Receipt, ToolSpec
 from ownloop.exceptions import ConfigurationError, TransientToolError
 from ownloop.mcp._config import HttpServer, StdioServer
 from ownloop.mcp._connection import Connection
@@ -74,6 +75,9 @@ class MCPToolset(ToolRegistry):
         self._portal: BlockingPortal | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
         self._stop: anyio.Event | None = None
+        self._mutation = threading.Lock()
+        self.refresh_error: Exception | None = None
+        """The error of the last refresh after a list change, if it failed (tools unchanged)."""
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Self:
@@ -114,6 +118,11 @@ class MCPToolset(ToolRegistry):
         portal = self._running_portal()
         for connection in self._connections.values():
             portal.call(self._sync_tools, connection)
+
+    def specs(self) -> list[ToolSpec]:
+        """Return every tool's spec, in registration order (safe during a refresh)."""
+        with self._mutation:
+            return super().specs()
 
     def stderr_tail(self, server: str) -> str:
         """What a stdio server last wrote to stderr (empty for HTTP servers)."""
@@ -174,9 +183,16 @@ class MCPToolset(ToolRegistry):
 
     def _changed(self, server: str) -> Any:
         async def refresh() -> None:
-            self._group().start_soon(self._sync_tools, self._connections[server])
+            self._group().start_soon(self._refresh_quietly, self._connections[server])
 
         return refresh
+
+    async def _refresh_quietly(self, connection: Connection) -> None:
+        """Refresh after a change notice; on failure keep the tools as they were."""
+        try:
+            await self._sync_tools(connection)
+        except Exception as error:  # a bad listing must not take the other servers down
+            self.refresh_error = error
 
     async def _sync_tools(self, connection: Connection) -> None:
         """Make the registry hold exactly the server's current tools."""
@@ -191,11 +207,12 @@ class MCPToolset(ToolRegistry):
                     f"MCP tool {tool.name!r} of server {options.name!r} collides with another "
                     "tool; give the server a prefix"
                 )
-        for name in owned - {tool.name for tool in built}:
-            self.remove(name)
-        for tool in built:
-            self.register(tool, replace=True)
-        self._owned[options.name] = {tool.name for tool in built}
+        with self._mutation:  # agents read the registry from other threads
+            for name in owned - {tool.name for tool in built}:
+                self.remove(name)
+            for tool in built:
+                self.register(tool, replace=True)
+            self._owned[options.name] = {tool.name for tool in built}
 
     def _handler(self, connection: Connection, tool: mcp_types.Tool) -> Any:
         key_argument = connection.options.idempotency_argument
