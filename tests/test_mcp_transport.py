@@ -207,3 +207,14 @@ def test_a_refresh_that_would_collide_keeps_the_tools_as_they_were(ledger: Path)
         assert "collides" in str(tools.refresh_error)
         result = Agent(ScriptedModel([tool_call("extra"), final("ok")]), tools).run_sync("x")
     assert result.receipts[0].data == "python"
+
+
+def test_the_run_deadline_cuts_a_call_short(ledger: Path) -> None:
+    """A call is bounded by the run's deadline even when its own timeout is longer."""
+    model = ScriptedModel([tool_call("slow", seconds=30)])
+    with MCPToolset(fixture_server(ledger, call_timeout_s=60)) as tools:
+        started = time.monotonic()
+        result = Agent(model, tools, limits=Limits(deadline_s=2)).run_sync("wait")
+        elapsed = time.monotonic() - started
+    assert result.status is not RunStatus.COMPLETED
+    assert elapsed < 15  # the server would have slept 30 s
