@@ -3,8 +3,9 @@
 Tools: ``free_form`` (a schema strict mode cannot express), ``keyed_write`` (declares
 ``idempotency_key``; records every call in a ledger file), ``slow`` (sleeps), ``die`` (exits the
 process mid-call, after appending to the ledger), ``grow`` (adds the tool ``extra`` and announces
-``tools/list_changed``), ``boom`` (answers a JSON-RPC error). Run it with ``--ledger PATH`` over
-stdio, or with ``--http PORT`` over Streamable HTTP.
+``tools/list_changed``), ``boom`` (answers a JSON-RPC error), ``half_write`` (records, then
+answers an internal error). Run it with ``--ledger PATH`` over stdio, or with ``--http PORT``
+over Streamable HTTP.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def _tools() -> list[types.Tool]:
         _tool("die", {"type": "object", "properties": {}}),
         _tool("grow", {"type": "object", "properties": {}}, read_only=True),
         _tool("boom", {"type": "object", "properties": {}}, read_only=True),
+        _tool("half_write", {"type": "object", "properties": {}}),
     ]
     if _EXTRA["on"]:
         tools.append(_tool("extra", {"type": "object", "properties": {}}, read_only=True))
@@ -96,6 +98,9 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return _text({"grown": True})
     if params.name == "boom":
         raise MCPError(code=-32602, message="boom refuses")
+    if params.name == "half_write":
+        _record({"tool": "half_write"})
+        raise MCPError(code=-32603, message="failed half way")
     if params.name == "extra" and _EXTRA["on"]:
         return _text({"extra": True})
     raise MCPError(code=-32602, message=f"unknown tool {params.name}")

@@ -131,14 +131,17 @@ def test_a_lost_connection_makes_a_write_unknown_settled_by_the_declared_lookup(
     )
 
 
-def test_a_json_rpc_error_is_an_error_receipt(ledger: Path) -> None:
-    """A call the server refuses with a protocol error becomes an error receipt."""
-    model = ScriptedModel([tool_call("boom"), final("ok")])
+def test_json_rpc_errors_refuse_reads_and_leave_writes_unknown(ledger: Path) -> None:
+    """A refusal is an error receipt; an internal error answering a write is an unknown effect."""
+    model = ScriptedModel([tool_call("boom"), tool_call("half_write"), final("ok")])
     with MCPToolset(fixture_server(ledger)) as tools:
-        result = Agent(model, tools).run_sync("boom")
-    (receipt,) = result.receipts
-    assert receipt.status == "error"
-    assert "boom refuses" in (receipt.message or "")
+        result = Agent(model, tools, policy=allow_writes("half_write")).run_sync("boom")
+    refused, half = result.receipts
+    assert refused.status == "error"
+    assert "boom refuses" in (refused.message or "")
+    assert (half.status, half.effect) == ("unknown", "unknown")
+    assert result.stop_reason is StopReason.UNRESOLVED_EFFECT
+    assert len(_ledger(ledger)) == 1
 
 
 def test_a_tool_list_change_is_offered_from_the_next_run(ledger: Path) -> None:

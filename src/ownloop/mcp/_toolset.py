@@ -38,6 +38,9 @@ IDEMPOTENCY_META_KEY = "io.github.ownloop/idempotency-key"
 
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
+_REFUSALS = frozenset({-32600, -32601, -32602})  # invalid request, no such method, bad params:
+# the server refused before running anything. Any other error answer to a write (an internal
+# error, say) may come after part of it ran, so its effect is unknown.
 
 
 class MCPToolset(ToolRegistry):
@@ -249,9 +252,10 @@ class MCPToolset(ToolRegistry):
         except MCPError as error:
             if error.code == _REQUEST_TIMEOUT:
                 raise TimeoutError(f"MCP call {name!r} timed out after {timeout:g}s") from error
-            if error.code != _CONNECTION_CLOSED:  # the server answered: the tool did not run
-                return _refused(context, error)
-            connection.dropped()
+            if error.code in _REFUSALS or (error.code != _CONNECTION_CLOSED and not write):
+                return _refused(context, error)  # the server answered; a read changed nothing
+            if error.code == _CONNECTION_CLOSED:
+                connection.dropped()
             raise _lost(name, write, error) from error
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
             connection.dropped()
@@ -293,7 +297,7 @@ def _refused(context: ToolContext, error: MCPError) -> Receipt:
 
 def _lost(name: str, write: bool, error: BaseException) -> Exception:
     """A call that failed after it was sent: a read is retried; a write's effect is unknown."""
-    message = f"MCP call {name!r} lost its connection after it was sent: {error}"
+    message = f"MCP call {name!r} failed after it was sent: {error}"
     if write:
         return ConnectionError(message)
     return TransientToolError(message)
