@@ -12,6 +12,7 @@ import pytest
 import ownloop
 import ownloop.contracts
 import ownloop.exceptions
+import ownloop.mcp
 import ownloop.memory
 import ownloop.patterns
 import ownloop.policy
@@ -23,6 +24,7 @@ from ownloop import OwnloopError
 FACADES = [
     ownloop,
     ownloop.contracts,
+    ownloop.mcp,
     ownloop.memory,
     ownloop.patterns,
     ownloop.policy,

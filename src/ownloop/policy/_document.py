@@ -27,6 +27,7 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from ownloop.contracts import Effect
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy._rules import (
     NamedRule,
@@ -75,6 +76,9 @@ class PolicyDocument(BaseModel):
         check_tool: The tool whose receipt is that check.
         check_passed_field: The field of the check's result that says it passed.
         audit_after_tool: Record an audit event with the revision after every tool.
+        tool_effects: Tool name -> ``read`` or ``write``, for tools whose effect comes from
+            outside the code (MCP tools: `ownloop.mcp.MCPToolset` takes it as ``effects=``);
+            the rules above then treat the tool by that effect.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -96,6 +100,7 @@ class PolicyDocument(BaseModel):
     check_tool: StrictStr = "check_config"
     check_passed_field: StrictStr = "passed"
     audit_after_tool: StrictBool = False
+    tool_effects: dict[_Name, Effect] = Field(default_factory=dict)
 
     def rules(self) -> list[NamedRule]:
         """Return the rules this document asks for, in a fixed order."""

@@ -11,6 +11,7 @@ calls ``eval``. It imports only Pydantic, the standard library, `ownloop.contrac
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
 from ownloop.tools._calculator import calculate
 from ownloop.tools._context import Sensitive, ToolContext
+from ownloop.tools._external import ArgumentCheck, ExternalHandler, ExternalTool
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
 from ownloop.tools._reconcile import (
     Confirmed,
@@ -27,7 +28,10 @@ from ownloop.tools._tool import RegisteredTool
 __all__ = [
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "STRICT_KEYWORDS",
+    "ArgumentCheck",
     "Confirmed",
+    "ExternalHandler",
+    "ExternalTool",
     "NotApplied",
     "Reconcile",
     "Reconciliation",

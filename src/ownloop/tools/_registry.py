@@ -137,6 +137,33 @@ class ToolRegistry:
         self._tools[registered.name] = registered
         return registered
 
+    def register(self, tool: RegisteredTool, *, replace: bool = False) -> RegisteredTool:
+        """Add an already-built tool, such as an `ExternalTool` from a tool source.
+
+        Args:
+            tool: The tool.
+            replace: Replace a tool of the same name instead of refusing it.
+
+        Returns:
+            The tool.
+
+        Raises:
+            ToolDefinitionError: The name is taken and ``replace`` is false.
+            ConfigurationError: ``tool`` is not a `RegisteredTool`.
+        """
+        if not isinstance(tool, RegisteredTool):
+            raise ConfigurationError(f"expected a RegisteredTool, got {type(tool).__name__}")
+        if tool.name in self._tools and not replace:
+            raise definition_error(
+                repr(tool), None, f"a tool named {tool.name!r} is already registered"
+            )
+        self._tools[tool.name] = tool
+        return tool
+
+    def remove(self, name: str) -> RegisteredTool | None:
+        """Remove the tool called ``name`` (a source withdrew it); return it, or ``None``."""
+        return self._tools.pop(name, None)
+
     def specs(self) -> list[ToolSpec]:
         """Return every tool's spec, in registration order."""
         return [registered.spec for registered in self._tools.values()]

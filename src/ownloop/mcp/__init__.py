@@ -1,0 +1,22 @@
+"""MCP: tools from any Model Context Protocol server under ownloop's gateway, and back.
+
+`MCPToolset` turns the tools of MCP servers (`StdioServer` processes ownloop starts, `HttpServer`
+endpoints over Streamable HTTP) into registry tools, so policy, approvals, receipts, the write
+journal, redaction and the trace apply to them exactly as to Python tools. `RegistryServer` does
+the reverse: it exposes a `ToolRegistry` to any MCP client, every call going through the gateway
+and a store. Only this package imports the ``mcp`` SDK (``pip install 'ownloop[mcp]'``).
+"""
+
+from ownloop.mcp._config import DEFAULT_IDEMPOTENCY_ARGUMENT, HttpServer, ServerOptions, StdioServer
+from ownloop.mcp._serve import RegistryServer
+from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY, MCPToolset
+
+__all__ = [
+    "DEFAULT_IDEMPOTENCY_ARGUMENT",
+    "IDEMPOTENCY_META_KEY",
+    "HttpServer",
+    "MCPToolset",
+    "RegistryServer",
+    "ServerOptions",
+    "StdioServer",
+]

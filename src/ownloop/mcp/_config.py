@@ -1,0 +1,115 @@
+"""How to reach an MCP server and how its tools enter the registry: plain, validated records.
+
+A server record says where the server is (a command to start over stdio, or a Streamable HTTP
+URL), how long its start-up and each call may take, how many reconnects it may use, and what the
+application decides about its tools: a name prefix, which tools to take, effect overrides,
+approval, reconcile lookups and the argument that carries an idempotency key. Nothing here does
+I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from ownloop.contracts import Effect
+
+__all__ = ["DEFAULT_IDEMPOTENCY_ARGUMENT", "HttpServer", "ServerOptions", "StdioServer"]
+
+DEFAULT_IDEMPOTENCY_ARGUMENT = "idempotency_key"
+"""The input property that, when a tool declares it, receives the call's idempotency key."""
+
+_PREFIX = re.compile(r"^[A-Za-z0-9_-]{0,32}$")
+_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+class ServerOptions(BaseModel):
+    """What every MCP server record holds, whatever its transport.
+
+    Attributes:
+        name: The server's name in messages, errors and ``stderr_tail`` (not sent anywhere).
+        prefix: Put before every tool name in the registry (``"git_"`` makes ``git_status``
+            ``git_git_status``); use distinct prefixes for servers whose tool names collide.
+        tools: Only these tools (the server's own names) are taken; ``None`` takes all.
+        effects: Effect overrides by the server's tool name; otherwise ``readOnlyHint: true``
+            means ``read`` and anything else ``write``.
+        approval_required: Tools (the server's names) whose every call needs an exact approval.
+        reconcile: For write tools, the lookup that settles an unknown effect (by server name):
+            a `ownloop.tools.Reconcile`.
+        idempotency_argument: A tool whose input schema declares this property receives the
+            call's idempotency key there (the model never sees or fills it) and is marked
+            idempotent. ``None`` turns this off.
+        startup_timeout_s: Seconds to connect and initialize (start-up of a stdio server).
+        call_timeout_s: Seconds one call may take, unless the deadline comes first.
+        max_reconnects: How many times a dropped connection is re-established over the
+            toolset's lifetime; past that, calls fail.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    name: str
+    prefix: str = ""
+    tools: tuple[str, ...] | None = None
+    effects: Mapping[str, Effect] = Field(default_factory=dict)
+    approval_required: tuple[str, ...] = ()
+    reconcile: Mapping[str, Callable[..., Any]] = Field(default_factory=dict)
+    idempotency_argument: str | None = DEFAULT_IDEMPOTENCY_ARGUMENT
+    startup_timeout_s: float = Field(default=30.0, gt=0)
+    call_timeout_s: float = Field(default=60.0, gt=0)
+    max_reconnects: int = Field(default=3, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, value: str) -> str:
+        if not _NAME.fullmatch(value):
+            raise ValueError(f"must match {_NAME.pattern}")
+        return value
+
+    @field_validator("prefix")
+    @classmethod
+    def _check_prefix(cls, value: str) -> str:
+        if not _PREFIX.fullmatch(value):
+            raise ValueError(f"must match {_PREFIX.pattern}")
+        return value
+
+    @field_validator("reconcile")
+    @classmethod
+    def _check_reconcile(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
+        for tool, lookup in value.items():
+            if not callable(lookup):
+                raise ValueError(f"the lookup for {tool!r} is not callable")
+        return value
+
+
+class StdioServer(ServerOptions):
+    """An MCP server that ownloop starts as a child process and talks to over stdin/stdout.
+
+    The process is started on connect and stopped on close; its stderr goes to a temporary file
+    whose tail (`MCPToolset.stderr_tail`) explains a failed start-up.
+
+    Attributes:
+        command: The executable.
+        args: Its arguments.
+        env: The environment (``None``: the MCP SDK's safe default set of variables).
+        cwd: The working directory (``None``: the current one).
+    """
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+
+
+class HttpServer(ServerOptions):
+    """An MCP server already running, reached over Streamable HTTP.
+
+    Attributes:
+        url: The MCP endpoint, for example ``http://127.0.0.1:8000/mcp``.
+        headers: Sent with every request (an ``Authorization`` header, for example).
+    """
+
+    url: str
+    headers: Mapping[str, str] = Field(default_factory=dict)

@@ -1,0 +1,207 @@
+"""One live connection to one MCP server, held by a task on the toolset's own event loop.
+
+The MCP SDK's sessions are bound to the event loop (and the task) that opened them, while an
+agent may run on any loop (``run_sync`` makes a fresh one per call). So every connection lives on
+a private event loop in a background thread (an anyio blocking portal owned by the toolset), and
+callers on any loop reach it through futures. One task per server opens the transport and the
+session, reports it ready, and holds it until asked to stop, so the SDK's cancel scopes are
+entered and left by the same task.
+
+Failures are told apart by whether a request may have reached the server: a call made while the
+connection is down (and could not be re-established) was never sent and raises
+`TransientToolError`; an error after the request was handed to the session means it may have run.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import IO, Any
+
+import anyio
+import mcp.types as mcp_types
+from anyio.abc import TaskStatus
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from ownloop.exceptions import ConfigurationError, TransientToolError
+from ownloop.mcp._config import HttpServer, ServerOptions, StdioServer
+
+__all__ = ["Connection"]
+
+_STDERR_TAIL_CHARS = 4000
+
+
+class Connection:
+    """The connection to one server; every coroutine here runs on the toolset's loop.
+
+    Args:
+        options: The server's record.
+        on_tools_changed: Called (on the toolset's loop) when the server announces that its
+            tool list changed.
+    """
+
+    def __init__(
+        self, options: ServerOptions, on_tools_changed: Callable[[], Awaitable[None]]
+    ) -> None:
+        self.options = options
+        self.reconnects_left = options.max_reconnects
+        self._on_tools_changed = on_tools_changed
+        self._client: Client | None = None
+        self._stop: anyio.Event | None = None
+        self._stderr: IO[str] | None = None
+        self._lock: anyio.Lock | None = None
+
+    @property
+    def connected(self) -> bool:
+        """Whether a session is open."""
+        return self._client is not None
+
+    def stderr_tail(self) -> str:
+        """The last few thousand characters the server process wrote to stderr (stdio only)."""
+        if self._stderr is None:
+            return ""
+        self._stderr.flush()
+        with open(self._stderr.name, encoding="utf-8", errors="replace") as file:
+            file.seek(max(os.path.getsize(self._stderr.name) - _STDERR_TAIL_CHARS, 0))
+            return file.read()
+
+    async def open(self, task_group: anyio.abc.TaskGroup) -> None:
+        """Connect and initialize within ``startup_timeout_s``.
+
+        Raises:
+            ConfigurationError: The server could not be started or reached in time.
+        """
+        if self._lock is None:
+            self._lock = anyio.Lock()
+        stop = anyio.Event()
+        self._stop = stop
+        bound = self.options.startup_timeout_s
+        try:
+            with anyio.fail_after(bound):
+                await task_group.start(self._hold, stop)
+        except Exception as error:
+            self._client = None
+            stop.set()
+            detail = self.stderr_tail().strip()
+            where = f"; its stderr ends with:\n{detail}" if detail else ""
+            cause = _first(error)
+            what = (
+                f"did not complete start-up within {bound:g}s"
+                if isinstance(cause, TimeoutError)
+                else f"failed to start: {type(cause).__name__}: {cause}"
+            )
+            raise ConfigurationError(f"MCP server {self.options.name!r} {what}{where}") from error
+
+    async def close(self) -> None:
+        """Ask the holding task to close the session and stop the server."""
+        if self._stop is not None:
+            self._stop.set()
+        self._client = None
+
+    def release(self) -> None:
+        """Close the stderr capture file (after the process has stopped)."""
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+
+    async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+        started = False
+        try:
+            async with self._new_client() as client:
+                self._client = client
+                task_status.started()
+                started = True
+                await stop.wait()
+        except Exception:
+            if not started:
+                raise  # open() reports it
+            # After start-up a dropped connection shows up on the next call.
+        finally:
+            if self._stop is stop:
+                self._client = None
+
+    def _new_client(self) -> Client:
+        options = self.options
+        if not isinstance(options, HttpServer | StdioServer):
+            raise ConfigurationError(f"not an MCP server record: {options!r}")
+        if isinstance(options, StdioServer):
+            if self._stderr is None:
+                self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open for the life
+                    "w+", encoding="utf-8", prefix=f"ownloop-mcp-{options.name}-", suffix=".log"
+                )
+            parameters = StdioServerParameters(
+                command=options.command,
+                args=list(options.args),
+                env=dict(options.env) if options.env is not None else None,
+                cwd=options.cwd,
+            )
+            transport: Any = stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
+        else:
+            http = create_mcp_http_client(headers=dict(options.headers))
+            transport = streamable_http_client(options.url, http_client=http)
+        # The initialize handshake: every server speaks it, and change notifications arrive on
+        # the session (the 2026 protocol moves them to a listen stream).
+        return Client(transport, cache=None, mode="legacy", message_handler=self._on_message)
+
+    async def _on_message(self, message: Any) -> None:
+        if getattr(message, "method", None) == "notifications/tools/list_changed":
+            await self._on_tools_changed()
+
+    async def ensure(self, task_group: anyio.abc.TaskGroup) -> Client:
+        """Return the open session, reconnecting (within the budget) when it dropped.
+
+        Raises:
+            TransientToolError: The connection is down and cannot be re-established now.
+        """
+        assert self._lock is not None
+        async with self._lock:
+            if self._client is not None:
+                return self._client
+            if self.reconnects_left <= 0:
+                raise TransientToolError(
+                    f"MCP server {self.options.name!r} is disconnected and its reconnect "
+                    f"budget ({self.options.max_reconnects}) is spent"
+                )
+            self.reconnects_left -= 1
+            try:
+                await self.open(task_group)
+            except ConfigurationError as error:
+                raise TransientToolError(f"reconnecting failed: {error}") from error
+            return self._opened()
+
+    def _opened(self) -> Client:
+        client = self._client
+        if client is None:  # the server hung up right after the handshake
+            raise TransientToolError(f"MCP server {self.options.name!r} closed the connection")
+        return client
+
+    def dropped(self) -> None:
+        """Mark the session as gone (a call failed in transport), so the next call reconnects."""
+        if self._stop is not None:
+            self._stop.set()
+        self._client = None
+
+    async def list_tools(self, task_group: anyio.abc.TaskGroup) -> list[mcp_types.Tool]:
+        """Every tool the server lists, following pagination (bounded)."""
+        client = await self.ensure(task_group)
+        tools: list[mcp_types.Tool] = []
+        cursor: str | None = None
+        for _ in range(100):
+            with anyio.fail_after(self.options.call_timeout_s):
+                page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return tools
+
+
+def _first(error: BaseException) -> BaseException:
+    """The first leaf of an exception group (anyio wraps a task's failure in one)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
