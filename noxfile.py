@@ -48,6 +48,18 @@ def tests(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation-test the guarantee modules; each must kill at least the floor of its mutants.
+
+    Extra arguments go to ``scripts/mutation`` (for example ``--base origin/main`` to test only
+    the guarantee modules a branch changed, or one module's path). Not in the default sessions:
+    it takes minutes.
+    """
+    _install(session)
+    session.run("python", "scripts/mutation", *session.posargs)
+
+
+@nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation, treating every warning as an error."""
     _install(session)

@@ -1,0 +1,253 @@
+"""Completion checks at their exact semantics: composition order, context and staleness."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ownloop import ConfigurationError, Evidence, Receipt
+from ownloop.validators import (
+    Accept,
+    CompletionContext,
+    CompletionValidator,
+    Reject,
+    Verdict,
+    accept_all,
+    citations_observed,
+    reject_all,
+    require_current_check,
+    requires_check_before,
+)
+
+EVIDENCE = (Evidence(id="R-02", tool="read_document", call_ids=("c1",)),)
+PASSING = Receipt(call_id="c1", tool="check", data={"passed": True}, revision="r1")
+FAILING = Receipt(call_id="c2", tool="check", data={"passed": False}, revision="r1")
+WRITE = Receipt(call_id="w1", tool="apply", effect="applied", revision="r2")
+CURRENT = CompletionContext(receipts=(PASSING,), revision="r1")
+
+
+def _named(reason: str, name: str) -> CompletionValidator:
+    return CompletionValidator(lambda _output, _evidence: Reject(reason), name)
+
+
+def test_and_returns_the_first_rejection_and_skips_the_second_check() -> None:
+    """In a & b, a rejection by a wins and b is never consulted."""
+    consulted: list[str] = []
+
+    def second(output: str, evidence: Sequence[Evidence]) -> Verdict:
+        consulted.append(output)
+        return Reject("second")
+
+    verdict = (_named("first", "a") & second)("x", EVIDENCE)
+    assert verdict == Reject("first", "a")
+    assert consulted == []
+
+
+def test_and_returns_the_second_rejection_when_the_first_accepts() -> None:
+    """In a & b with a accepting, b's rejection (named after b) is the verdict."""
+    assert (accept_all() & _named("second", "b"))("x", EVIDENCE) == Reject("second", "b")
+
+
+def test_or_rejection_names_the_composition_and_joins_both_reasons() -> None:
+    """A rejecting a | b says both reasons in order and names the whole composition."""
+    verdict = (_named("no a", "a") | _named("no b", "b"))("x", EVIDENCE)
+    assert verdict == Reject("no a; no b", "(a | b)")
+
+
+def test_or_accepts_on_the_second_check_and_skips_it_when_the_first_accepts() -> None:
+    """The union a | b accepts as soon as one accepts, in order; b is skipped if a accepts."""
+    consulted: list[str] = []
+
+    def second(output: str, evidence: Sequence[Evidence]) -> Verdict:
+        consulted.append(output)
+        return Accept()
+
+    assert (_named("no", "a") | second)("x", EVIDENCE) == Accept()
+    assert consulted == ["x"]
+    assert (accept_all() | second)("y", EVIDENCE) == Accept()
+    assert consulted == ["x"]
+
+
+def test_and_passes_the_context_to_checks_that_need_it() -> None:
+    """A context-needing check inside & sees the context given to the composition."""
+    check = accept_all() & require_current_check("check")
+    assert check("done", (), CURRENT) == Accept()
+    assert isinstance(check("done", ()), Reject)
+    first = require_current_check("check") & accept_all()
+    assert first("done", (), CURRENT) == Accept()
+
+
+def test_or_passes_the_context_to_checks_that_need_it() -> None:
+    """A context-needing check inside | sees the context given to the composition."""
+    check = reject_all("never") | require_current_check("check")
+    assert check("done", (), CURRENT) == Accept()
+    first = require_current_check("check") | reject_all("never")
+    assert first("done", (), CURRENT) == Accept()
+    verdict = first("done", ())
+    assert isinstance(verdict, Reject)
+    assert verdict.reason == "no check has run yet; run it on the current state; never"
+
+
+def test_a_verdict_already_naming_a_validator_keeps_that_name() -> None:
+    """A rejection that names its validator is passed through, not renamed."""
+    inner = CompletionValidator(lambda _o, _e: Reject("why", "inner"), "outer")
+    assert inner("x", ()) == Reject("why", "inner")
+
+
+def test_reject_all_default_reason_and_reprs_name_the_checks() -> None:
+    """reject_all's default reason is stated; reprs of builders read as their calls."""
+    assert reject_all()("x", ()) == Reject("no answer is accepted", "reject_all()")
+    assert repr(accept_all()) == "accept_all()"
+    assert repr(require_current_check("check")) == "require_current_check('check')"
+    assert repr(citations_observed(min_citations=2)) == "citations_observed(min_citations=2)"
+
+
+def test_a_nameless_callable_is_named_after_its_type() -> None:
+    """A callable object without __name__ is named after its class."""
+
+    class Strict:
+        def __call__(self, output: str, evidence: Sequence[Evidence]) -> Verdict:
+            return Reject("strict")
+
+    verdict = (accept_all() & Strict())("x", ())
+    assert verdict == Reject("strict", "Strict")
+
+
+def test_requires_check_before_uses_the_passed_field_or_predicate() -> None:
+    """requires_check_before(passed=...) decides what a passing check is."""
+    ok_field = Receipt(call_id="c1", tool="check", data={"clean": True}, revision="r1")
+    context = CompletionContext(receipts=(ok_field,), revision="r1")
+    by_field = requires_check_before(tool="apply", check="check", passed="clean")
+    assert by_field.problem("apply", context) is None
+    default = requires_check_before(tool="apply", check="check")
+    assert default.problem("apply", context) == (
+        "apply needs a current passing check: the last check did not pass; fix the state and "
+        "run it again"
+    )
+    by_predicate = requires_check_before(
+        tool="apply", check="check", passed=lambda data: data == {"clean": True}
+    )
+    assert by_predicate.problem("apply", context) is None
+    assert by_predicate.problem("other", CompletionContext()) is None
+    assert repr(by_field) == "requires_check_before(tool='apply', check='check')"
+
+
+def test_require_current_check_uses_the_passed_field_or_predicate() -> None:
+    """require_current_check(passed=...) accepts a custom field, and a truthy predicate result."""
+    receipt = Receipt(call_id="c1", tool="check", data={"clean": True, "errors": 0})
+    context = CompletionContext(receipts=(receipt,))
+    assert require_current_check("check", "clean")("d", (), context) == Accept()
+    assert isinstance(require_current_check("check")("d", (), context), Reject)
+    predicate = require_current_check("check", lambda data: data["errors"] == 0)  # type: ignore[index]
+    assert predicate("d", (), context) == Accept()
+
+
+def test_a_passed_field_must_be_exactly_true() -> None:
+    """A passed field that is merely truthy, or data that is not a mapping, does not pass."""
+    for data in ({"passed": 1}, {"passed": "yes"}, ["passed"], None):
+        receipt = Receipt(call_id="c1", tool="check", data=data)
+        verdict = require_current_check("check")("d", (), CompletionContext(receipts=(receipt,)))
+        assert isinstance(verdict, Reject), data
+
+
+def test_the_last_check_decides_and_failed_checks_are_named() -> None:
+    """A failing check after a passing one makes the answer wait; the reason says it failed."""
+    check = require_current_check("check")
+    verdict = check("d", (), CompletionContext(receipts=(PASSING, FAILING), revision="r1"))
+    assert verdict == Reject(
+        "the last check did not pass; fix the state and run it again",
+        "require_current_check('check')",
+    )
+    assert check("d", (), CompletionContext(receipts=(FAILING, PASSING), revision="r1")) == Accept()
+
+
+def test_a_check_that_did_not_finish_ok_does_not_count() -> None:
+    """Receipts of the check tool that are not ok (errors, unknown) never count as a check."""
+    errored = Receipt(call_id="c3", tool="check", status="error", data={"passed": True})
+    verdict = require_current_check("check")("d", (), CompletionContext(receipts=(errored,)))
+    assert verdict == Reject(
+        "no check has run yet; run it on the current state", "require_current_check('check')"
+    )
+
+
+def test_a_stale_revision_is_named_in_the_rejection() -> None:
+    """With a tracked revision, the rejection names the check's revision and the current one."""
+    verdict = require_current_check("check")(
+        "d", (), CompletionContext(receipts=(PASSING,), revision="r2")
+    )
+    assert verdict == Reject(
+        "the last passing check ran at revision r1, but the state is now at r2; run it again",
+        "require_current_check('check')",
+    )
+
+
+def test_without_a_revision_only_applied_writes_make_a_check_stale() -> None:
+    """With no revision, a write after the check makes it stale; a read after it does not."""
+    read = Receipt(call_id="r1", tool="lookup")
+    check = require_current_check("check")
+    assert check("d", (), CompletionContext(receipts=(PASSING, read))) == Accept()
+    verdict = check("d", (), CompletionContext(receipts=(PASSING, WRITE)))
+    assert verdict == Reject(
+        "the state was written after the last passing check; run it again",
+        "require_current_check('check')",
+    )
+
+
+def test_citations_reject_names_the_unknown_and_the_observed_ids() -> None:
+    """A made-up citation is rejected with the unknown ids and the observed evidence, sorted."""
+    evidence = (*EVIDENCE, Evidence(id="A-01", tool="read_document", call_ids=("c2",)))
+    verdict = citations_observed()("[X-1] [R-02] [X-1] [Y-2]", evidence)
+    assert verdict == Reject(
+        "the answer cites X-1, Y-2, which no tool returned in this run (observed evidence: "
+        "A-01, R-02); cite only what you have read",
+        "citations_observed(min_citations=0)",
+    )
+    none_seen = citations_observed()("[X-1]", ())
+    assert isinstance(none_seen, Reject)
+    assert "(observed evidence: none)" in none_seen.reason
+
+
+def test_min_citations_counts_distinct_ids() -> None:
+    """min_citations counts distinct cited ids, and exactly the minimum is enough."""
+    evidence = (*EVIDENCE, Evidence(id="A-01", tool="read_document", call_ids=("c2",)))
+    two = citations_observed(min_citations=2)
+    assert two("[R-02] [A-01]", evidence) == Accept()
+    verdict = two("[R-02] [R-02]", evidence)
+    assert verdict == Reject(
+        "the answer must cite at least 2 piece(s) of observed evidence in the form [ID]",
+        "citations_observed(min_citations=2)",
+    )
+
+
+def test_a_custom_pattern_and_its_errors_are_named() -> None:
+    """A custom pattern's first group is the cited id; a bad pattern's error names the pattern."""
+    check = citations_observed(r"\(see (\S+)\)")
+    assert check("(see R-02)", EVIDENCE) == Accept()
+    assert isinstance(check("(see R-99)", EVIDENCE), Reject)
+    with pytest.raises(ConfigurationError, match=r"citation pattern '\(' is invalid: "):
+        citations_observed("(")
+    with pytest.raises(ConfigurationError, match=r"citation pattern 'x' needs a capturing group"):
+        citations_observed("x")
+
+
+def test_an_uncallable_check_error_names_the_value() -> None:
+    """Composing with something that is not callable names it in the error."""
+    with pytest.raises(ConfigurationError, match="must be callable, got 42"):
+        accept_all() & 42  # type: ignore[operator]
+
+
+@given(st.lists(st.booleans(), min_size=1, max_size=6))
+def test_and_or_agree_with_boolean_logic(accepts: list[bool]) -> None:
+    """A chain of & accepts iff all accept; a chain of | iff any does (with names in rejections)."""
+    checks = [accept_all() if ok else _named(f"r{i}", f"v{i}") for i, ok in enumerate(accepts)]
+    conj, disj = checks[0], checks[0]
+    for check in checks[1:]:
+        conj, disj = conj & check, disj | check
+    assert isinstance(conj("x", ()), Accept) is all(accepts)
+    assert isinstance(disj("x", ()), Accept) is any(accepts)
+    if not all(accepts):
+        first = accepts.index(False)
+        assert conj("x", ()) == Reject(f"r{first}", f"v{first}")
