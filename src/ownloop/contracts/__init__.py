@@ -50,6 +50,7 @@ from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, 
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, Versions
+from ownloop.contracts.stream import BudgetWarning, StreamEnded, StreamEvent, TextDelta
 from ownloop.contracts.tools import (
     Effect,
     Evidence,
@@ -71,6 +72,7 @@ __all__ = [
     "ApprovalRequested",
     "AssistantMessage",
     "BudgetExhausted",
+    "BudgetWarning",
     "CompletionRejected",
     "ContextCompacted",
     "Effect",
@@ -105,7 +107,10 @@ __all__ = [
     "RunStatus",
     "RunSummary",
     "StopReason",
+    "StreamEnded",
+    "StreamEvent",
     "SystemMessage",
+    "TextDelta",
     "TokenUsage",
     "ToolCall",
     "ToolDenied",
