@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,10 @@ from .openai_server import OpenAIServer, sse, stream_reply
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
 AWS_KEY = "AKIACANARY0EXAMPLE12"
 BEARER = "ya29.CanaryBearerToken-1234567890"
-PEM = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjCanaryBody\n-----END PRIVATE KEY-----"
+PEM = (
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjCanaryBody\n"
+    "-----END PRIVATE KEY-----"
+)
 CANARIES = (OPENAI_KEY, AWS_KEY, BEARER, "CanaryBody")
 
 
@@ -111,7 +115,7 @@ def test_events_follow_the_trace_with_text_deltas_inside_their_step() -> None:
 
 
 def test_events_arrive_while_the_run_is_still_going() -> None:
-    """The reader sees the tool finish before the model's next reply exists (no end-of-run batch)."""
+    """The reader sees the tool finish before the model's next reply exists (no batch at end)."""
 
     async def scenario() -> list[str]:
         seen_tool = asyncio.Event()
@@ -191,7 +195,7 @@ def test_no_way_of_cutting_a_reply_leaks_a_secret(words: list[str], cuts: list[i
     """Whatever the chunking, no delta holds a secret and the deltas join to safe text."""
     text = " ".join(words)
     bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
-    pieces = [text[start:end] for start, end in zip(bounds, bounds[1:], strict=False)]
+    pieces = [text[start:end] for start, end in itertools.pairwise(bounds)]
 
     def respond(request: ModelRequest) -> ModelResponse:
         for piece in pieces:
@@ -239,9 +243,13 @@ def test_an_error_of_the_run_reaches_the_reader() -> None:
     async def scenario() -> list[str]:
         kinds: list[str] = []
         stream = Agent(ScriptedModel([])).run_stream("go")
-        with pytest.raises(UnexpectedModelCall):
+
+        async def read() -> None:
             async for event in stream:
-                kinds.append(event.kind)
+                kinds.append(event.kind)  # noqa: PERF401 - kept even when the run raises
+
+        with pytest.raises(UnexpectedModelCall):
+            await read()
         assert [event async for event in stream] == []  # ended: nothing more
         return kinds
 
@@ -295,8 +303,7 @@ async def _resume_after(store: SqliteRunStore, run_id: str, calls: list[str]) ->
 
 @pytest.mark.parametrize("how", ["break", "cancel_reader"])
 def test_cancelling_the_stream_leaves_a_write_in_flight_unknown(how: str, tmp_path: Path) -> None:
-    """Leaving mid-write cancels the run: the write is journaled without a receipt and a resume
-    marks it unknown (unresolved) instead of running it again."""
+    """Leaving mid-write cancels the run; a resume marks the write unknown, never runs it again."""
     calls: list[str] = []
 
     async def scenario() -> Any:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
@@ -70,7 +69,10 @@ class _ReplyText:
     def flush(self) -> str:
         """Release the rest at the reply's end: the redacted whole, past what was sent."""
         redacted = self._redact(self._raw) if self._raw else ""
-        start = len(os.path.commonprefix([self._sent, redacted]))
+        start = next(
+            (i for i, (a, b) in enumerate(zip(self._sent, redacted, strict=False)) if a != b),
+            min(len(self._sent), len(redacted)),
+        )
         self._raw = self._sent = ""
         return redacted[start:]
 
