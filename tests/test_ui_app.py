@@ -116,7 +116,7 @@ def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_address(
                 assert "script-src 'self'" in policy
                 assert "unsafe-inline" not in policy
                 assert page.headers["x-frame-options"] == "DENY"
-                assert page.headers["referrer-policy"] == "no-referrer"
+                assert page.headers["referrer-policy"] == "same-origin"
 
     asyncio.run(scenario())
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -73,13 +74,15 @@ async def pause(store: RunStore, runs: dict[str, str]) -> dict[str, RunResult]:
 
 
 def pause_sqlite(path: Path, runs: dict[str, str]) -> dict[str, RunResult]:
-    """Pause runs in a SQLite store at ``path``."""
+    """Pause runs in a SQLite store at ``path`` (in a thread of its own: a browser driver may
+    already run an event loop in this one)."""
 
     async def work() -> dict[str, RunResult]:
         async with SqliteRunStore(path) as store:
             return await pause(store, runs)
 
-    return asyncio.run(work())
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(lambda: asyncio.run(work())).result()
 
 
 class LiveServer:

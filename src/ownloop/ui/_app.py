@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -105,10 +106,12 @@ def create_app(
         trim_blocks=True,
         lstrip_blocks=True,
     )
+    templates.filters["as_json"] = _as_json
     pages = _Pages(app, templates)
     routes = [
         Route("/", pages.runs),
         Route("/approvals", pages.approvals),
+        Route("/favicon.ico", lambda _: Response(status_code=204)),
         Route("/events", pages.list_events),
         Route("/runs/{run_id}", pages.run),
         Route("/runs/{run_id}/events", pages.run_events),
@@ -149,6 +152,11 @@ async def stop_resuming(app: UiApp) -> None:
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _as_json(value: Any) -> str:
+    """JSON as a person reads it (escaped by the template, like every other value)."""
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 class _Pages:

@@ -62,7 +62,14 @@ async def serve(
     """
     sock = bind(host, port)
     bound_port = sock.getsockname()[1]
-    config = uvicorn.Config(app.asgi, log_level="warning", access_log=False, lifespan="on")
+    # Live pages hold an event stream open: give them a moment, not forever, when stopping.
+    config = uvicorn.Config(
+        app.asgi,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=1,
+    )
     server = uvicorn.Server(config)
     if server_holder is not None:
         server_holder.append(server)
