@@ -74,8 +74,7 @@ async def pause(store: RunStore, runs: dict[str, str]) -> dict[str, RunResult]:
 
 
 def pause_sqlite(path: Path, runs: dict[str, str]) -> dict[str, RunResult]:
-    """Pause runs in a SQLite store at ``path`` (in a thread of its own: a browser driver may
-    already run an event loop in this one)."""
+    """Pause runs in a SQLite store at ``path``, in a thread (a browser driver's loop may run here)."""
 
     async def work() -> dict[str, RunResult]:
         async with SqliteRunStore(path) as store:
