@@ -355,3 +355,10 @@ def test_the_stream_reports_its_state_and_result() -> None:
         assert repr(stream) == "RunStream(run_id='named', ended, warn_at=0.8)"
 
     asyncio.run(scenario())
+
+
+def test_text_reported_outside_a_stream_goes_nowhere() -> None:
+    """With no stream listening, reporting a delta is a no-op (plain runs pay nothing)."""
+    report_text_delta("nobody listens")
+    result = Agent(ScriptedModel([final("hi")])).run_sync("go")
+    assert result.output == "hi"

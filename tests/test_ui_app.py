@@ -292,7 +292,13 @@ def test_the_runs_list_filters_by_state_status_and_id(tmp_path: Path) -> None:
             )
             await refund_agent(store, []).resume("r-deny")
             app = create_app(store, approver="alice", token=TOKEN)
+            assert TOKEN not in repr(app.asgi)
             async with client(app) as http:
+                finished = await http.post(
+                    f"/runs/r-deny/requests/{request_id}", data=form(app, "d", "approve")
+                )
+                assert finished.status_code == 409
+                assert "is not waiting for request" in finished.text
                 return {
                     query: (await http.get(f"/{query}")).text
                     for query in ("", "?state=paused", "?status=failed", "?q=appr", "?q=zzz")
@@ -319,7 +325,7 @@ def test_the_run_page_shows_timeline_receipts_journal_and_budgets(tmp_path: Path
             request_id, _ = await waiting(store, "r-approve")
             await store.submit_approval(
                 "r-approve",
-                Approval(request_id=request_id, approved=True, approver="carol", reason="fine"),
+                Approval(request_id=request_id, approved=True, approver="carol"),
             )
             await refund_agent(store, []).resume("r-approve")
             app = create_app(store, approver="alice", token=TOKEN)
@@ -343,7 +349,7 @@ def test_live_events_say_when_the_page_is_stale(tmp_path: Path) -> None:
     async def scenario() -> tuple[str, str, bool]:
         async with SqliteRunStore(tmp_path / "runs.db") as store:
             await pause(store, {"r-approve": RUNS["r-approve"]})
-            app = create_app(store, approver="alice", token=TOKEN, poll_s=0.02)
+            app = create_app(store, approver="alice", token=TOKEN, poll_s=0.02, heartbeat_s=0.05)
             async with client(app) as http:
                 stale = (await http.get("/runs/r-approve/events", params={"since": "0.0"})).text
                 page = (await http.get("/runs/r-approve")).text
@@ -365,6 +371,7 @@ def test_live_events_say_when_the_page_is_stale(tmp_path: Path) -> None:
     stale, changed, list_ok = asyncio.run(scenario())
     assert "event: changed" in stale
     assert "event: changed\ndata: " in changed
+    assert ": still here" in changed  # a quiet stream is kept alive
     assert list_ok
 
 
@@ -447,3 +454,40 @@ def test_small_helpers() -> None:
         "2d",
     ]
     assert json.loads(json.dumps({"ok": True}))
+
+
+def test_a_run_waiting_for_two_calls_resumes_only_once_both_are_decided(tmp_path: Path) -> None:
+    """With two requests pending, the first decision is stored and the run waits for the second."""
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            await pause(store, {"r-approve": RUNS["r-approve"]})
+            stored = await store.get("r-approve")
+            assert stored is not None
+            (first,) = stored.snapshot.approval_requests
+            second = first.model_copy(update={"id": "apr-second", "digest": "f" * 64})
+            await store.save(
+                stored.snapshot.model_copy(update={"approval_requests": (first, second)}),
+                expected_version=stored.version,
+            )
+            started: list[str] = []
+
+            async def resume(run_id: str) -> Any:
+                started.append(run_id)
+                raise RuntimeError("not needed here")
+
+            app = create_app(store, approver="alice", token=TOKEN, resume=resume)
+            async with client(app) as http:
+                for request in (first, second):
+                    await http.post(
+                        f"/runs/r-approve/requests/{request.id}",
+                        data=form(app, request.digest, "approve", ""),
+                    )
+                    await asyncio.gather(*app.resuming.values())
+                    started.append("|")
+            submitted = await store.submitted_approvals("r-approve")
+            return started, [str(item.reason) for item in submitted]
+
+    started, reasons = asyncio.run(scenario())
+    assert started == ["|", "r-approve", "|"]
+    assert reasons == ["None", "None"]  # an empty reason is recorded as none

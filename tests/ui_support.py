@@ -9,6 +9,7 @@ so a test counts real effects.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -74,7 +75,7 @@ async def pause(store: RunStore, runs: dict[str, str]) -> dict[str, RunResult]:
 
 
 def pause_sqlite(path: Path, runs: dict[str, str]) -> dict[str, RunResult]:
-    """Pause runs in a SQLite store at ``path``, in a thread (a browser driver's loop may run here)."""
+    """Pause runs in a SQLite store at ``path``, in a thread (a browser driver may own this one)."""
 
     async def work() -> dict[str, RunResult]:
         async with SqliteRunStore(path) as store:
@@ -141,3 +142,11 @@ def live_server(
     """Serve the UI over the SQLite store at ``path`` until the block ends."""
     with LiveServer(path, approver, answer_delay_s) as server:
         yield server
+
+
+DATABASE_VARIABLE = "OWNLOOP_TEST_UI_DATABASE"
+
+
+def cli_agent() -> Agent:
+    """The factory ``ownloop ui --agent`` loads; the database is ``$OWNLOOP_TEST_UI_DATABASE``."""
+    return refund_agent(SqliteRunStore(os.environ[DATABASE_VARIABLE]), [])

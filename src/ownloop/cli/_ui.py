@@ -53,7 +53,7 @@ def serve_ui(arguments: argparse.Namespace) -> int:
         ConfigurationError: If the ``ui`` extra is missing or the store cannot be opened.
     """
     try:
-        from ownloop import ui
+        import ownloop.ui as ui  # noqa: PLR0402 - resolved via sys.modules
     except ImportError as error:
         raise ConfigurationError(
             f"ownloop ui needs the ui extra: pip install 'ownloop[ui]' ({error})"

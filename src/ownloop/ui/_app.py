@@ -54,6 +54,7 @@ class UiApp:
         redactor: What no page ever shows.
         resume: Continues a run once every request of it is decided, if given.
         poll_s: How often live views look for changes.
+        heartbeat_s: Seconds of quiet after which a live view gets a comment line.
         asgi: The guarded ASGI application to serve.
         resuming: Background resumes in progress, by run id.
         outcomes: How background resumes ended (a status, or an error), by run id.
@@ -65,6 +66,7 @@ class UiApp:
     redactor: Redactor
     resume: Resume | None
     poll_s: float
+    heartbeat_s: float = 15.0
     asgi: Any = None
     resuming: dict[str, asyncio.Task[None]] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
@@ -78,6 +80,7 @@ def create_app(
     redactor: Redactor | None = None,
     resume: Resume | None = None,
     poll_s: float = 0.5,
+    heartbeat_s: float = 15.0,
 ) -> UiApp:
     """Build the browser view over a store.
 
@@ -88,6 +91,7 @@ def create_app(
         redactor: Extra redaction rules; the built-in rules by default.
         resume: Continues a run by id (``agent.resume``) once all its requests are decided.
         poll_s: How often live views check the store for changes.
+        heartbeat_s: Seconds of quiet after which a live view gets a comment line.
 
     Returns:
         The app; serve ``app.asgi`` (every request needs the token) and print `address`.
@@ -99,6 +103,7 @@ def create_app(
         redactor=redactor if redactor is not None else Redactor(),
         resume=resume,
         poll_s=poll_s,
+        heartbeat_s=heartbeat_s,
     )
     templates = Environment(
         loader=PackageLoader("ownloop.ui", "templates"),
@@ -206,10 +211,10 @@ class _Pages:
         )
 
     async def run_events(self, request: Request) -> Response:
-        return live_run(request, self._app.store, self._app.poll_s)
+        return live_run(request, self._app.store, self._app.poll_s, self._app.heartbeat_s)
 
     async def list_events(self, request: Request) -> Response:
-        return live_list(request, self._app.store, self._app.poll_s)
+        return live_list(request, self._app.store, self._app.poll_s, self._app.heartbeat_s)
 
     async def decide(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

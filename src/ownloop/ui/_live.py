@@ -46,45 +46,52 @@ async def list_fingerprint(store: RunStore) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def live_run(request: Request, store: RunStore, poll_s: float) -> StreamingResponse:
+def live_run(
+    request: Request, store: RunStore, poll_s: float, heartbeat_s: float = _HEARTBEAT_S
+) -> StreamingResponse:
     """Answer a run page's event stream.
 
     Args:
         request: The request (``since`` in its query).
         store: The store.
         poll_s: Seconds between checks.
+        heartbeat_s: Seconds of quiet after which a comment line is sent.
     """
     run_id = request.path_params["run_id"]
-    return _stream(request, lambda: run_fingerprint(store, run_id), poll_s)
+    return _stream(request, lambda: run_fingerprint(store, run_id), poll_s, heartbeat_s)
 
 
-def live_list(request: Request, store: RunStore, poll_s: float) -> StreamingResponse:
+def live_list(
+    request: Request, store: RunStore, poll_s: float, heartbeat_s: float = _HEARTBEAT_S
+) -> StreamingResponse:
     """Answer the runs list's (and approvals page's) event stream.
 
     Args:
         request: The request (``since`` in its query).
         store: The store.
         poll_s: Seconds between checks.
+        heartbeat_s: Seconds of quiet after which a comment line is sent.
     """
-    return _stream(request, lambda: list_fingerprint(store), poll_s)
+    return _stream(request, lambda: list_fingerprint(store), poll_s, heartbeat_s)
 
 
 def _stream(
-    request: Request, current: Callable[[], Awaitable[str]], poll_s: float
+    request: Request, current: Callable[[], Awaitable[str]], poll_s: float, heartbeat_s: float
 ) -> StreamingResponse:
     since = request.query_params.get("since", "")
 
     async def events() -> AsyncIterator[str]:
+        # Starlette cancels this generator when the client goes away, so it can loop until then.
         yield "retry: 2000\n\n"
         quiet = 0.0
-        while not await request.is_disconnected():
+        while True:
             now = await current()
             if now != since:
                 yield f"event: changed\ndata: {now}\n\n"
                 return
             await asyncio.sleep(poll_s)
             quiet += poll_s
-            if quiet >= _HEARTBEAT_S:
+            if quiet >= heartbeat_s:  # a comment line keeps proxies from closing a quiet stream
                 quiet = 0.0
                 yield ": still here\n\n"
 

@@ -189,11 +189,10 @@ async def pending_requests(store: RunStore, redactor: Redactor) -> list[PendingR
     """
     found: list[PendingRequest] = []
     for summary in await store.list_runs(state="paused", limit=1000):
-        stored = await store.get(summary.run_id)
-        if stored is None or stored.snapshot.state != "paused":  # changed in between
-            continue
+        stored = [run for run in [await store.get(summary.run_id)] if run is not None]
         submitted = await store.submitted_approvals(summary.run_id)
-        found.extend(_waiting(stored.snapshot, submitted, redactor))
+        for run in stored:  # a run that moved on since the listing waits for nothing
+            found.extend(_waiting(run.snapshot, submitted, redactor))
     return found
 
 
