@@ -28,7 +28,12 @@ from ownloop.contracts import (
     ToolStarted,
 )
 from ownloop.exceptions import ConfigurationError, InputRejected, UnexpectedModelCall
-from ownloop.models import OpenAIChatModel, allow_model_requests, report_text_delta
+from ownloop.models import (
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    allow_model_requests,
+    report_text_delta,
+)
 from ownloop.policy import allow_writes
 from ownloop.store import SqliteRunStore
 from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
@@ -362,3 +367,27 @@ def test_text_reported_outside_a_stream_goes_nowhere() -> None:
     report_text_delta("nobody listens")
     result = Agent(ScriptedModel([final("hi")])).run_sync("go")
     assert result.output == "hi"
+
+
+def test_the_responses_adapter_streams_text_deltas_too() -> None:
+    """output_text.delta events of the Responses API arrive as deltas of their step."""
+    part = {"type": "output_text", "text": "Hello there."}
+    message = {"type": "message", "id": "m1", "role": "assistant", "content": [part]}
+    final_response = {"id": "resp_1", "status": "completed", "model": "m", "output": [message]}
+    deltas = [
+        {"type": "response.output_text.delta", "item_id": "m1", "delta": piece}
+        for piece in ("Hello ", "there.")
+    ]
+    with OpenAIServer() as server, allow_model_requests(True):
+        server.add(
+            stream_reply(
+                sse(*deltas, {"type": "response.completed", "response": final_response}, done=False)
+            )
+        )
+        model = OpenAIResponsesModel("m", base_url=server.url, api_key="sk-test-0123456789")
+        events = asyncio.run(collect(Agent(model, stream=True), "hi"))
+    assert [(e.step, e.text) for e in events if isinstance(e, TextDelta)] == [
+        (1, "Hello "),
+        (1, "there."),
+    ]
+    assert events[-1].result.output == "Hello there."
