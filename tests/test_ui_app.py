@@ -17,7 +17,15 @@ import pytest
 from ownloop import Approval, RunStatus, StopReason
 from ownloop.contracts import utc_now
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
-from ownloop.ui import UiApp, address, create_app, csrf_value, is_loopback, stop_resuming
+from ownloop.ui import (
+    UiApp,
+    address,
+    cookie_name,
+    create_app,
+    csrf_value,
+    is_loopback,
+    stop_resuming,
+)
 from ownloop.ui._views import age
 from tests.durable_support import postgres_dsn
 from tests.ui_support import IMAGE, SCRIPT, pause, refund_agent
@@ -46,7 +54,7 @@ async def opened(store_kind: str, tmp_path: Path) -> AsyncIterator[RunStore]:
 
 def client(app: UiApp, *, token: str | None = TOKEN) -> httpx.AsyncClient:
     """A client of the app; with the token's cookie unless ``token`` is None."""
-    cookies = {"ownloop_ui": token} if token else {}
+    cookies = {cookie_name(TOKEN): token} if token else {}
     return httpx.AsyncClient(
         transport=httpx.ASGITransport(app=app.asgi),
         base_url="http://127.0.0.1:8765",
@@ -108,6 +116,8 @@ def test_the_token_in_the_url_becomes_a_strict_cookie_and_leaves_the_address(
                 assert entered.status_code == 303
                 assert entered.headers["location"] == "/approvals?x=1"
                 cookie = entered.headers["set-cookie"].lower()
+                assert cookie.startswith(f"{cookie_name(TOKEN)}={TOKEN}".lower())
+                assert cookie_name(TOKEN) != cookie_name("another launch")
                 assert "httponly" in cookie
                 assert "samesite=strict" in cookie
                 page = await http.get("/approvals")

@@ -9,12 +9,13 @@ strict content security policy forbids inline scripts. Only this package imports
 """
 
 from ownloop.ui._app import UiApp, address, create_app, stop_resuming
-from ownloop.ui._security import csrf_value, new_token
+from ownloop.ui._security import cookie_name, csrf_value, new_token
 from ownloop.ui._server import is_loopback, serve
 
 __all__ = [
     "UiApp",
     "address",
+    "cookie_name",
     "create_app",
     "csrf_value",
     "is_loopback",

@@ -21,9 +21,7 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, RedirectResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["COOKIE", "SECURITY_HEADERS", "AccessGuard", "csrf_value", "new_token"]
-
-COOKIE = "ownloop_ui"
+__all__ = ["SECURITY_HEADERS", "AccessGuard", "cookie_name", "csrf_value", "new_token"]
 
 SECURITY_HEADERS = {
     "content-security-policy": (
@@ -40,6 +38,15 @@ SECURITY_HEADERS = {
 def new_token() -> str:
     """Return a fresh access token (32 random bytes, URL-safe)."""
     return secrets.token_urlsafe(32)
+
+
+def cookie_name(token: str) -> str:
+    """Return the cookie's name for this launch (cookies ignore ports: two launches must differ).
+
+    Args:
+        token: The access token.
+    """
+    return "ownloop_ui_" + hashlib.sha256(token.encode()).hexdigest()[:12]
 
 
 def csrf_value(token: str) -> str:
@@ -62,6 +69,7 @@ class AccessGuard:
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
         self._token = token
+        self._cookie = cookie_name(token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Check the request, then pass it on with the headers added to the response."""
@@ -91,7 +99,7 @@ class AccessGuard:
             if not hmac.compare_digest(offered.encode(), self._token.encode()):
                 return _forbidden()
             return self._enter(request.url)
-        cookie = request.cookies.get(COOKIE, "")
+        cookie = request.cookies.get(self._cookie, "")
         if not hmac.compare_digest(cookie.encode(), self._token.encode()):
             return _forbidden()
         if request.method == "POST" and not _same_origin(request):
@@ -104,7 +112,7 @@ class AccessGuard:
         response = RedirectResponse(url.replace(query=query).path + (f"?{query}" if query else ""))
         response.status_code = 303
         response.set_cookie(
-            COOKIE, self._token, httponly=True, samesite="strict", path="/", secure=False
+            self._cookie, self._token, httponly=True, samesite="strict", path="/", secure=False
         )
         return response
 
