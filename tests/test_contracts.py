@@ -17,6 +17,7 @@ from ownloop.contracts import (
     Approval,
     ApprovalRequest,
     AssistantMessage,
+    BudgetWarning,
     EventBase,
     Evidence,
     JournalEntry,
@@ -34,7 +35,10 @@ from ownloop.contracts import (
     RunStatus,
     RunSummary,
     StopReason,
+    StreamEnded,
+    StreamEvent,
     SystemMessage,
+    TextDelta,
     TokenUsage,
     ToolCall,
     ToolMessage,
@@ -424,6 +428,19 @@ RUN_SNAPSHOT = RunSnapshot(
     saved_at=AT,
 )
 
+STREAM_ADAPTER: TypeAdapter[Any] = TypeAdapter(StreamEvent)
+TEXT_DELTA = TextDelta(kind="text_delta", run_id="run-1", step=2, text="Evaluate on ")
+BUDGET_WARNING = BudgetWarning(
+    kind="budget_warning",
+    run_id="run-1",
+    budget="max_tool_calls",
+    name="tool calls",
+    used=5,
+    limit=6,
+    ratio=0.8333,
+)
+STREAM_ENDED = StreamEnded(kind="stream_ended", run_id="run-1", result=PAUSED_RESULT)
+
 SAMPLES: list[BaseModel] = [
     TOOL_CALL,
     TOOL_SPEC,
@@ -453,6 +470,9 @@ SAMPLES: list[BaseModel] = [
     LEASE,
     RUN_SUMMARY,
     RUN_SNAPSHOT,
+    TEXT_DELTA,
+    BUDGET_WARNING,
+    STREAM_ENDED,
 ]
 
 
@@ -512,6 +532,16 @@ def test_trace_event_union_dispatches_on_kind(event: Any) -> None:
     """The TraceEvent union restores each event as the class its kind names."""
     assert event.kind == type(event).model_fields["kind"].default
     restored = EVENTS_ADAPTER.validate_json(event.model_dump_json())
+    assert type(restored) is type(event)
+    assert restored == event
+
+
+@pytest.mark.parametrize(
+    "event", [TEXT_DELTA, BUDGET_WARNING, STREAM_ENDED, *EVENTS[:2]], ids=_name
+)
+def test_stream_event_union_dispatches_on_kind(event: Any) -> None:
+    """The StreamEvent union restores stream-only events and trace events by their kind."""
+    restored = STREAM_ADAPTER.validate_json(event.model_dump_json())
     assert type(restored) is type(event)
     assert restored == event
 

@@ -45,6 +45,7 @@ from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore
+from ownloop.streaming import RunStream
 from ownloop.tools import ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
@@ -237,6 +238,33 @@ class Agent:
         """
         state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
         return await self._drive(state)
+
+    def run_stream(
+        self,
+        task: str,
+        *,
+        actor: Actor | None = None,
+        run_id: str | None = None,
+        approvals: Iterable[Approval] = (),
+        warn_at: float = 0.8,
+    ) -> RunStream:
+        """Run the task, yielding its events as they happen; the last one carries the result.
+
+        Args:
+            task: What the agent should do.
+            actor: The authenticated identity the run acts for.
+            run_id: An id for the run; a random one by default.
+            approvals: Decisions given up front.
+            warn_at: The share of a budget at which a `BudgetWarning` is emitted.
+
+        Returns:
+            The stream (the run starts when it is first read); leaving it early cancels the run.
+
+        Raises:
+            InputRejected: If the task or run id is not acceptable (before anything runs).
+        """
+        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
+        return RunStream(state, self._drive, warn_at=warn_at)
 
     @property
     def loop_config(self) -> LoopConfig:

@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from ownloop._version import __version__
-from ownloop.cli import _ablate, _demo, _mcp, _run, _runs, _trace, _workers
+from ownloop.cli import _ablate, _demo, _mcp, _run, _runs, _trace, _ui, _workers
 from ownloop.exceptions import OwnloopError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_GROUPS = (_demo, _run, _ablate, _runs, _trace, _workers, _mcp)
+_COMMAND_GROUPS = (_demo, _run, _ablate, _runs, _trace, _workers, _mcp, _ui)
 
 
 def build_parser() -> argparse.ArgumentParser:

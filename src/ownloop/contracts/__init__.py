@@ -51,6 +51,7 @@ from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, 
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, Versions
+from ownloop.contracts.stream import BudgetWarning, StreamEnded, StreamEvent, TextDelta
 from ownloop.contracts.tools import (
     Effect,
     Evidence,
@@ -72,6 +73,7 @@ __all__ = [
     "ApprovalRequested",
     "AssistantMessage",
     "BudgetExhausted",
+    "BudgetWarning",
     "CompletionRejected",
     "ContextCompacted",
     "Effect",
@@ -107,7 +109,10 @@ __all__ = [
     "RunSummary",
     "SinkFailed",
     "StopReason",
+    "StreamEnded",
+    "StreamEvent",
     "SystemMessage",
+    "TextDelta",
     "TokenUsage",
     "ToolCall",
     "ToolDenied",

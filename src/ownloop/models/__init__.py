@@ -14,6 +14,7 @@ A `CompatProfile` (``OWNLOOP_COMPAT``) says what a server accepts.
 from ownloop.models._adapter import OpenAIAdapter
 from ownloop.models._chat import OpenAIChatModel
 from ownloop.models._compat import PROFILES, CompatProfile
+from ownloop.models._deltas import listen_to_text_deltas, report_text_delta
 from ownloop.models._env import from_env
 from ownloop.models._port import (
     AgentModel,
@@ -35,5 +36,7 @@ __all__ = [
     "allow_model_requests",
     "check_model_requests_allowed",
     "from_env",
+    "listen_to_text_deltas",
     "model_requests_allowed",
+    "report_text_delta",
 ]

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ownloop.exceptions import ProviderError, TransientModelError
+from ownloop.models._deltas import report_text_delta
 from ownloop.models._normalize import as_dict
 from ownloop.models._sse import ServerSentEvent
 
@@ -103,6 +104,7 @@ class ChatStreamAssembler:
         reasoning = delta.get("reasoning_content")
         if isinstance(content, str) and content:
             state.text.append(content)
+            report_text_delta(content)
             self._mark_first_token()
         if isinstance(reasoning, str) and reasoning:
             state.reasoning.append(reasoning)

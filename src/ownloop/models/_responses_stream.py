@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ownloop.exceptions import ProviderError, TransientModelError
+from ownloop.models._deltas import report_text_delta
 from ownloop.models._sse import ServerSentEvent
 
 __all__ = ["ResponsesStreamAssembler"]
@@ -89,6 +90,9 @@ class ResponsesStreamAssembler:
             if isinstance(item, dict):
                 position = index if isinstance(index, int) else len(self._items)
                 self._items[position] = dict(item)
+        elif kind == "response.output_text.delta":
+            text = data.get("delta")
+            report_text_delta(text if isinstance(text, str) else "")
         elif kind == "response.function_call_arguments.delta":
             delta = data.get("delta")
             if isinstance(delta, str):

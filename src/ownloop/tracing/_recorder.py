@@ -80,6 +80,14 @@ class TraceRecorder:
         if kept:
             self._pipeline.redactor = self._pipeline.redactor.with_values(*kept)
 
+    def add_sink(self, sink: TraceSink) -> None:
+        """Also hand every later event to this sink (a live view joining the run).
+
+        Args:
+            sink: Called with each event after it is recorded, after the existing sinks.
+        """
+        self._sinks = (*self._sinks, sink)
+
     def emit(self, event_type: type[EventT], **fields: Any) -> EventT:
         """Record one event.
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set-up for the browser view's tests (tests/test_ui_browser.py): Debian's chromium, driven by
+# Playwright for Python through its own protocol driver. Playwright's browser downloads are never
+# used (no `playwright install`): the tests launch /usr/bin/chromium.
+#
+# Source this file and call `setup_ui [VENV]`, or run it: `bash scripts/setup_ui.sh [VENV]`.
+# Idempotent: it installs only what is missing, so calling it before every test run costs a
+# second. Where chromium cannot be installed (not root, no apt-get, no mirror) it says so and
+# returns 0; the browser tests then skip with one line naming the missing browser.
+
+setup_ui() {
+    local venv=${1:-.venv}
+    if [[ ! -x /usr/bin/chromium ]]; then
+        if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+            printf 'setup_ui: installing chromium (Debian package)\n'
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } ||
+                printf 'setup_ui: chromium could not be installed; the browser tests will skip\n'
+        else
+            printf 'setup_ui: no /usr/bin/chromium and no root apt-get; the browser tests will skip\n'
+        fi
+    fi
+    if [[ -x $venv/bin/python ]] && ! "$venv/bin/python" -c 'import playwright, starlette, uvicorn, jinja2' 2>/dev/null; then
+        printf 'setup_ui: installing the ui extra and playwright into %s\n' "$venv"
+        "$venv/bin/pip" install -q -e '.[ui]' 'playwright==1.65.2'
+    fi
+    return 0
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    set -euo pipefail
+    cd "$(dirname "$0")/.."
+    setup_ui "$@"
+fi

@@ -1,0 +1,209 @@
+"""`RunStream`: drives one run in a task and hands its events to an ``async for`` as they happen.
+
+The run's trace recorder gets one more sink that puts every event on a queue; streaming adapters
+report reply text through a context variable the run's task listens to. Leaving the iteration
+early (``break`` inside ``async with``, `RunStream.aclose`, or cancelling the task that iterates)
+cancels the run: a write already started stays journaled without a receipt, so a durable resume
+treats its effect as unknown, as after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+from ownloop.contracts import (
+    BudgetWarning,
+    EventBase,
+    ModelFailed,
+    ModelRequested,
+    ModelResponded,
+    RunResult,
+    StreamEnded,
+    StreamEvent,
+    TextDelta,
+    ToolProposed,
+    ToolStarted,
+    TraceEvent,
+)
+from ownloop.exceptions import ConfigurationError
+from ownloop.loop import RunState
+from ownloop.models import listen_to_text_deltas
+from ownloop.tracing import budget_use
+
+__all__ = ["RunStream"]
+
+Drive = Callable[[RunState], Awaitable[RunResult]]
+
+# Events after which budget use can have grown (the others change no counter).
+_COUNTING = (ModelRequested, ModelResponded, ToolProposed, ToolStarted)
+
+
+class _Failed:
+    """Carries an exception the run raised to the iterating side."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+class _ReplyText:
+    """Redacts one reply's text as it grows, handing on only what can no longer change.
+
+    Text is held back to the last whitespace, and the redacted whole so far is compared with what
+    was already sent, so a secret split across two deltas is still recognised before any of it
+    leaves (secrets the rules know contain no whitespace; a key=value rule sees its key first).
+    """
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        self._redact = redact
+        self._raw = ""
+        self._sent = ""
+
+    def add(self, text: str) -> str:
+        self._raw += text
+        cut = max(self._raw.rfind(" "), self._raw.rfind("\n"), self._raw.rfind("\t")) + 1
+        return self._release(self._raw[:cut])
+
+    def flush(self) -> str:
+        """Release the rest at the reply's end: the redacted whole, past what was sent."""
+        redacted = self._redact(self._raw) if self._raw else ""
+        start = next(
+            (i for i, (a, b) in enumerate(zip(self._sent, redacted, strict=False)) if a != b),
+            min(len(self._sent), len(redacted)),
+        )
+        self._raw = self._sent = ""
+        return redacted[start:]
+
+    def _release(self, settled: str) -> str:
+        redacted = self._redact(settled) if settled else ""
+        if not redacted.startswith(self._sent):
+            return ""  # a rule re-reads text already sent (a growing key block): wait for the end
+        new, self._sent = redacted[len(self._sent) :], redacted
+        return new
+
+
+class RunStream:
+    """The events of one run, as an async iterator; the last one is `StreamEnded`.
+
+    Create it with `Agent.run_stream`. The run starts at the first ``__anext__`` and runs in its
+    own task, so a slow reader never stalls it (events wait in an unbounded queue, whose size
+    the run's budgets bound). Use it inside ``async with`` so that leaving early cancels the run.
+
+    Args:
+        state: The run's state, built by the agent.
+        drive: Drives that state to a result (the agent's own driver, with its store and lease).
+        warn_at: The share of a budget at which one `BudgetWarning` is emitted (0-1].
+
+    Raises:
+        ConfigurationError: If ``warn_at`` is not in (0, 1].
+    """
+
+    def __init__(self, state: RunState, drive: Drive, *, warn_at: float = 0.8) -> None:
+        if not 0 < warn_at <= 1:
+            raise ConfigurationError(f"warn_at must be in (0, 1], not {warn_at!r}")
+        self.run_id = state.run_id
+        self._state = state
+        self._drive = drive
+        self._warn_at = warn_at
+        self._queue: asyncio.Queue[StreamEvent | _Failed] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._events: list[EventBase] = []
+        self._warned: set[str] = set()
+        self._step = 1
+        # read the redactor at each call: protect() replaces it when the run learns a secret
+        self._text = _ReplyText(lambda text: state.trace.redactor.redact_text(text))  # noqa: PLW0108
+        self._finished = False
+        self.result: RunResult | None = None
+        """The run's result, once the stream has handed out `StreamEnded`."""
+
+    def __aiter__(self) -> RunStream:
+        return self
+
+    async def __anext__(self) -> StreamEvent:
+        if self._finished:
+            raise StopAsyncIteration
+        if self._task is None:
+            self._state.trace.add_sink(self._on_event)
+            self._task = asyncio.create_task(self._run(), name=f"ownloop-run-{self.run_id}")
+        try:
+            item = await self._queue.get()
+        except asyncio.CancelledError:
+            await self.aclose()
+            raise
+        if isinstance(item, _Failed):
+            self._finished = True
+            raise item.error
+        if isinstance(item, StreamEnded):
+            self._finished = True
+            self.result = item.result
+        return item
+
+    async def aclose(self) -> None:
+        """Stop reading; a run still going is cancelled and awaited (its lease released)."""
+        self._finished = True
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    async def __aenter__(self) -> RunStream:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def _run(self) -> None:
+        try:
+            with listen_to_text_deltas(self._on_text):
+                result = await self._drive(self._state)
+        except Exception as error:  # handed to the reader, who raised the run
+            self._queue.put_nowait(_Failed(error))
+            return
+        self._queue.put_nowait(StreamEnded(run_id=self.run_id, result=result))
+
+    def _on_text(self, text: str) -> None:
+        released = self._text.add(text)
+        if released:
+            self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=released))
+
+    def _on_event(self, event: TraceEvent) -> None:
+        if isinstance(event, ModelResponded | ModelFailed):
+            self._on_text_end()
+        elif isinstance(event, ModelRequested):
+            self._step = event.step
+        self._queue.put_nowait(event)
+        self._events.append(event)
+        if isinstance(event, _COUNTING):
+            self._warn()
+
+    def _on_text_end(self) -> None:
+        rest = self._text.flush()
+        if rest:
+            self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=rest))
+
+    def _warn(self) -> None:
+        for use in budget_use(self._events):
+            if use.ratio >= self._warn_at and use.budget not in self._warned:
+                self._warned.add(use.budget)
+                self._queue.put_nowait(
+                    BudgetWarning(
+                        run_id=self.run_id,
+                        budget=use.budget,
+                        name=use.name,
+                        used=use.used,
+                        limit=use.limit,
+                        ratio=use.ratio,
+                    )
+                )
+
+    def __repr__(self) -> str:
+        state = "ended" if self._finished else "running" if self._task else "not started"
+        return f"RunStream(run_id={self.run_id!r}, {state}, warn_at={self._warn_at})"
