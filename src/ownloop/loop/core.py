@@ -37,6 +37,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ProviderError, UnexpectedModelCall
 from ownloop.loop._context import charge, prepare_context
+from ownloop.loop._deadline import set_run_deadline
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._observe import add_feedback, truncate
 from ownloop.loop._revision import completion_context
@@ -65,6 +66,7 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
     Returns:
         The run's result, whatever way it ended.
     """
+    set_run_deadline(state.started_at + config.limits.deadline_s)
     if state.prior_trace:
         state.trace.emit(
             RunResumed,

@@ -144,6 +144,8 @@ class OpenAIAdapter:
             async with aclosing(reply.events()) as events:
                 async for event in events:
                     assembler.feed(event)
+                    if assembler.finished:  # a server holding the connection open must not wait
+                        break
             if not assembler.complete:
                 raise TransientModelError(
                     "stream_error: the stream ended before the response was complete",
