@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from ownloop.budgets import send_budget
 from ownloop.clock import Clock
 from ownloop.contracts import (
     Approval,
@@ -161,7 +162,10 @@ class Driver:
             Its outcome.
         """
         if isinstance(effect, CallModel):
-            return await self._call_model(self._model, effect.request, max(effect.timeout_s, 0.0))
+            with send_budget(effect.budget):
+                return await self._call_model(
+                    self._model, effect.request, max(effect.timeout_s, 0.0)
+                )
         if isinstance(effect, Summarize):
             if self._summarizer is None:
                 return None
