@@ -147,11 +147,28 @@ def _price(config: LoopConfig, model: str | None) -> Price:
         return config.prices.price(config.versions.model)
 
 
+MAX_LISTED_EVIDENCE_CHARS = 1_000
+"""The most characters of evidence ids a compaction placeholder lists (the newest ones)."""
+
+
+def _listed_evidence(ids: list[str]) -> str:
+    """The newest evidence ids that fit `MAX_LISTED_EVIDENCE_CHARS`, and how many are left out."""
+    listed: list[str] = []
+    size = 0
+    for evidence_id in reversed(ids):
+        size += len(evidence_id) + 2
+        if size > MAX_LISTED_EVIDENCE_CHARS:
+            break
+        listed.append(evidence_id)
+    text = ", ".join(reversed(listed)) or "none"
+    omitted = len(ids) - len(listed)
+    return f"{text} (and {omitted} earlier)" if omitted else text
+
+
 def _compact(
     config: LoopConfig, state: RunState, plan: Compaction
 ) -> Generator[Effect, Outcome, None]:
     summary = yield from _summary(config, state, plan) if config.has_summarizer else _none()
-    known = ", ".join(state.evidence) or "none"
     earlier = sum(
         event.dropped_turns
         for event in (*state.prior_trace, *state.trace.events)
@@ -160,13 +177,20 @@ def _compact(
     text = (
         f"[Context compacted by the runtime: {earlier + plan.dropped_turns} earlier turn(s) in "
         f"all ({plan.dropped_turns} now, {len(plan.dropped)} message(s)) were removed to keep "
-        f"requests bounded. Evidence observed so far: {known}.]"
+        f"requests bounded. Evidence observed so far: {_listed_evidence(list(state.evidence))}.]"
     )
     if summary:
         text = f"{text}\nSummary of the removed turns:\n{summary}"
-    state.messages = plan.apply(UserMessage(content=text))
     counter = config.context.counter if config.context is not None else heuristic_tokens
-    after = estimate_request_tokens(state.messages, state.tools, counter)
+    messages = plan.apply(UserMessage(content=text))
+    after = estimate_request_tokens(messages, state.tools, counter)
+    if after >= plan.before_tokens and summary:  # never larger: drop the summary first
+        summary = None
+        messages = plan.apply(UserMessage(content=text.split("\nSummary of the removed")[0]))
+        after = estimate_request_tokens(messages, state.tools, counter)
+    if after >= plan.before_tokens:
+        return  # the placeholder would outweigh what it replaces: keep the conversation
+    state.messages = messages
     state.count(compactions=1)
     state.trace.emit(
         ContextCompacted,
@@ -241,7 +265,8 @@ def _summary(
         provider_request_id=outcome.provider_request_id,
         duration_s=max(config.clock.monotonic() - started, 0.0),
     )
-    return (outcome.final_output or "")[: config.limits.max_observation_chars] or None
+    cap = min(config.limits.max_observation_chars, budget)  # a summary is bounded like the rest
+    return (outcome.final_output or "")[:cap] or None
 
 
 def _render(message: Message) -> str:
