@@ -135,8 +135,22 @@ def test_no_summary_is_asked_when_no_model_attempt_is_left() -> None:
 
 def test_a_long_summary_is_bounded_like_an_observation() -> None:
     """The summary is cut to max_observation_chars."""
+    limits = Limits(max_steps=20, max_observation_chars=1_200)
+    result, model = _run(_summarizer(text="s" * 5_000), limits=limits)
+    assert result.status is RunStatus.COMPLETED
+    placeholder = model.requests[-1].messages[2].content
+    assert placeholder.endswith(":\n" + "s" * 1_200)
+
+
+def test_a_summary_that_would_enlarge_the_request_is_dropped() -> None:
+    """A compacted request is never larger than the one it replaces: a big summary is left out."""
     limits = Limits(max_steps=20, max_observation_chars=2_100)
     result, model = _run(_summarizer(text="s" * 5_000), limits=limits)
     assert result.status is RunStatus.COMPLETED
     placeholder = model.requests[-1].messages[2].content
-    assert placeholder.endswith(":\n" + "s" * 2_100)
+    assert "Summary of the removed turns" not in placeholder
+    compactions = [event for event in result.trace if isinstance(event, ContextCompacted)]
+    assert compactions
+    for event in compactions:
+        assert event.after_tokens < event.before_tokens
+        assert not event.summarized

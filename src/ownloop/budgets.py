@@ -1,20 +1,31 @@
 """Budget checks as data: compare `Usage` with `Limits` at a named point, and say what ran out.
 
 Each check returns ``None`` while the run may go on, or a `BudgetBreach` naming the budget, its
-limit, the value observed, where it was checked and the stop reason it implies. Nothing here keeps
-state or does I/O; the loop decides what to do with a breach.
+limit, the value observed, where it was checked and the stop reason it implies. The checks keep no
+state and do no I/O; the loop decides what to do with a breach.
+
+One more piece lets a model port ask before it sends a request of its own (a ReAct adapter's
+re-ask): the driver installs the step's `SendBudget` with `send_budget` while the port runs, and
+the port calls `ask_send_budget` before every request after the first. The first request of a
+model attempt was admitted by the loop already.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
-from ownloop.contracts import Limits, StopReason, Usage
+from ownloop.contracts import Limits, StopReason, TokenUsage, Usage
 
 __all__ = [
     "BudgetBreach",
     "Checkpoint",
+    "SendBudget",
+    "ask_send_budget",
+    "check_after_usage",
     "check_before_model_attempt",
     "check_before_model_call",
     "check_before_tool_attempt",
@@ -22,6 +33,7 @@ __all__ = [
     "check_cost",
     "check_deadline",
     "check_tokens",
+    "send_budget",
 ]
 
 Checkpoint = Literal[
@@ -30,6 +42,7 @@ Checkpoint = Literal[
     "before_retry",
     "before_tool_call",
     "before_tool_attempt",
+    "before_reask",
     "after_usage",
 ]
 """The named points at which the loop checks its budgets."""
@@ -212,3 +225,70 @@ def check_before_tool_attempt(
         checkpoint,
         StopReason.MAX_TOOL_ATTEMPTS,
     )
+
+
+def check_after_usage(limits: Limits, usage: Usage) -> BudgetBreach | None:
+    """Check the token and money budgets once a response's usage is counted.
+
+    One rule for every budget a response can cross: the crossing response is counted, and none of
+    its tool calls runs, nor any request after it.
+
+    Args:
+        limits: The run's budgets.
+        usage: The run's counters, the response included.
+
+    Returns:
+        A breach when tokens or money reached their limit, else ``None``.
+    """
+    tokens = check_tokens(limits, usage, "after_usage")
+    if tokens is not None or limits.max_cost is None:
+        return tokens
+    return _reached("max_cost", limits.max_cost, usage.cost, "after_usage", StopReason.MAX_COST)
+
+
+class SendBudget(Protocol):
+    """What a model port asks before sending another request within one model attempt."""
+
+    def admit(self, text: str, spent: TokenUsage, sent: int) -> None:
+        """Count the request as a model attempt, or raise `SendRefused` with the breach.
+
+        Args:
+            text: What the request sends (its messages, as JSON text): estimated, not trusted.
+            spent: The usage of the attempt's requests answered so far.
+            sent: How many requests the attempt already sent.
+        """
+
+
+_SEND_BUDGET: ContextVar[SendBudget | None] = ContextVar("ownloop_send_budget", default=None)
+
+
+@contextmanager
+def send_budget(budget: SendBudget | None) -> Iterator[None]:
+    """Install ``budget`` for the model port called inside the block (the driver does this).
+
+    Args:
+        budget: The step's budget, or ``None`` for none.
+    """
+    token = _SEND_BUDGET.set(budget)
+    try:
+        yield
+    finally:
+        _SEND_BUDGET.reset(token)
+
+
+def ask_send_budget(text: str, spent: TokenUsage, sent: int) -> None:
+    """Ask the installed budget before a model port sends another request of the same attempt.
+
+    A no-op for an attempt's first request (``sent == 0``, admitted by the loop) or outside a run.
+
+    Args:
+        text: What the request sends (its messages, as JSON text).
+        spent: The usage of the attempt's requests answered so far.
+        sent: How many requests the attempt already sent.
+
+    Raises:
+        SendRefused: The request would cross a budget; it must not be sent.
+    """
+    budget = _SEND_BUDGET.get()
+    if budget is not None and sent > 0:
+        budget.admit(text, spent, sent)

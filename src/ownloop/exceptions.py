@@ -9,7 +9,8 @@ tool that cannot be described), and *run failures* that carry the context needed
     ├── LoopSignal                      steer the loop; never escape a run
     │   ├── TransientToolError          retry this tool call (draws from the attempt budget)
     │   ├── UnknownEffectError          a write may or may not have happened
-    │   └── ApprovalRequired            this call needs an approval that is not there yet
+    │   ├── ApprovalRequired            this call needs an approval that is not there yet
+    │   └── SendRefused                 the run's budget refuses another request (a re-ask)
     ├── ConfigurationError              the application configured something impossible
     │   ├── ToolDefinitionError         a tool function cannot become a strict tool
     │   └── InputRejected               a task or argument is refused before any model call
@@ -47,6 +48,7 @@ __all__ = [
     "RunLeased",
     "RunNotFound",
     "SchemaVersionError",
+    "SendRefused",
     "StaleCheckpoint",
     "StoreError",
     "ToolDefinitionError",
@@ -124,6 +126,26 @@ class ApprovalRequired(LoopSignal):
     def __init__(self, reason: str = "approval required") -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class SendRefused(LoopSignal):
+    """The run's budget refused a request a model port was about to send (an adapter's re-ask).
+
+    Raised by `ownloop.budgets.ask_send_budget` inside a model port; the loop ends the run with
+    the breach's stop reason, after counting what the earlier requests of the step used.
+
+    Args:
+        message: The breach, in words.
+        breach: The `ownloop.budgets.BudgetBreach`.
+        usage: The token usage of the step's requests already answered (a ``TokenUsage``).
+        sent: How many requests of the step were already sent.
+    """
+
+    def __init__(self, message: str, *, breach: Any, usage: Any, sent: int) -> None:
+        super().__init__(message)
+        self.breach = breach
+        self.usage = usage
+        self.sent = sent
 
 
 # --------------------------------------------------------------------------- misuse

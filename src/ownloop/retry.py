@@ -9,6 +9,7 @@ wait that would cross the deadline.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from tenacity import RetryCallState, Retrying
@@ -113,8 +114,12 @@ def retry_after_hint(error: BaseException) -> float | None:
         error: A model or tool failure.
 
     Returns:
-        Seconds to wait, or ``None`` when the error gives no hint.
+        Seconds to wait, or ``None`` when the error gives no hint (a NaN or a value that is not
+        a number is no hint; a negative one means "now").
     """
-    if isinstance(error, ProviderError | TransientToolError):
-        return error.retry_after
-    return None
+    if not isinstance(error, ProviderError | TransientToolError):
+        return None
+    hint: object = error.retry_after
+    if isinstance(hint, bool) or not isinstance(hint, int | float) or math.isnan(hint):
+        return None
+    return max(float(hint), 0.0)

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ownloop._text import safe_str
+from ownloop.budgets import send_budget
 from ownloop.clock import Clock
 from ownloop.contracts import (
     Approval,
@@ -40,9 +41,11 @@ from ownloop.loop import (
     Sleep,
     Summarize,
     ToolReturn,
+    run_deadline,
 )
 from ownloop.models import AgentModel
 from ownloop.store import RunStore
+from ownloop.tools import call_in_thread
 
 __all__ = ["Approver", "Driver", "RevisionSource", "RunSession"]
 
@@ -53,7 +56,15 @@ RevisionSource = Callable[[], "str | Awaitable[str | None] | None"]
 """Returns a digest of the state writes change, so approvals and checks bind to it."""
 
 
-async def _resolve(value: Any) -> Any:
+async def _call(function: Callable[..., Any], *args: Any) -> Any:
+    """Call an application callable so that the run's deadline can stop the wait.
+
+    A coroutine function is awaited; a sync one runs in a daemon thread (`call_in_thread`), and an
+    awaitable it returns is awaited.
+    """
+    if inspect.iscoroutinefunction(function):
+        return await function(*args)
+    value = await call_in_thread(function, *args)
     return await value if inspect.isawaitable(value) else value
 
 
@@ -137,7 +148,13 @@ class Driver:
             return result
 
     async def perform(self, effect: Effect) -> Outcome:  # noqa: PLR0911 - one return per effect
-        """Perform one effect.
+        """Perform one effect; every callable it awaits ends by the run's deadline.
+
+        What the deadline does to each (see ``docs/concepts/budgets.md``): a model or summarizer
+        call is cancelled (a `Failure`); a tool attempt or a reconcile lookup is cancelled when
+        async and abandoned when sync (it runs on in its daemon thread, nothing waits for it) and
+        becomes a `Failure` the core classifies (a write's effect is then unknown); an approver is
+        treated as "not now" (the run pauses); a revision read ends the run at its deadline.
 
         Args:
             effect: What the core asked for.
@@ -146,44 +163,68 @@ class Driver:
             Its outcome.
         """
         if isinstance(effect, CallModel):
-            return await self._call_model(self._model, effect.request, max(effect.timeout_s, 0.0))
+            with send_budget(effect.budget):
+                return await self._call_model(
+                    self._model, effect.request, max(effect.timeout_s, 0.0)
+                )
         if isinstance(effect, Summarize):
             if self._summarizer is None:
                 return None
             return await self._call_model(self._summarizer, effect.request, effect.timeout_s)
         if isinstance(effect, InvokeTool):
-            try:
-                return ToolReturn(
-                    await effect.call.tool.invoke(effect.call.arguments, effect.context)
-                )
-            except Exception as error:  # the core classifies every tool failure
-                return Failure(error)
+            return await self._guarded(
+                effect.call.tool.invoke(effect.call.arguments, effect.context), "the tool"
+            )
         if isinstance(effect, ReadRevision):
-            value = await _resolve(self._revision()) if self._revision is not None else None
+            if self._revision is None:
+                return Revision(None)
+            try:
+                value = await self._bounded(_call(self._revision))
+            except TimeoutError as error:  # only the deadline's: a failing source fails the run
+                return Failure(error)
             return Revision(None if value is None else safe_str(value))
         if isinstance(effect, AskApprover):
             return await self._ask(effect.request)
         if isinstance(effect, Reconcile):
             lookup = effect.call.tool.reconcile
-            try:
-                verdict = (
-                    await _resolve(lookup(effect.call.arguments, effect.context))
-                    if lookup
-                    else None
-                )
-            except Exception as error:  # a failed lookup settles nothing
-                return Failure(error)
-            return ToolReturn(verdict)
+            if lookup is None:
+                return ToolReturn(None)
+            return await self._guarded(
+                _call(lookup, effect.call.arguments, effect.context), "the reconcile lookup"
+            )
         if isinstance(effect, Sleep):
             await self._clock.sleep(effect.seconds)
         return None  # durable records are the session's (see drive)
+
+    def _remaining(self) -> float | None:
+        deadline = run_deadline()
+        return None if deadline is None else max(deadline - self._clock.monotonic(), 0.0)
+
+    async def _bounded(self, work: Awaitable[Any]) -> Any:
+        """Await ``work`` until the run's deadline; past it, cancel (or abandon) it."""
+        remaining = self._remaining()
+        try:
+            async with asyncio.timeout(remaining):
+                return await work
+        except TimeoutError as error:
+            if remaining is not None and self._remaining() == 0.0:
+                raise TimeoutError(
+                    f"the run's deadline passed after waiting {remaining:.3g}s"
+                ) from error
+            raise
+
+    async def _guarded(self, work: Awaitable[Any], what: str) -> Outcome:
+        try:
+            return ToolReturn(await self._bounded(work))
+        except Exception as error:  # the core classifies every tool and lookup failure
+            return Failure(error)
 
     async def _ask(self, request: ApprovalRequest) -> Decided:
         if self._approver is None:
             return Decided(None)
         try:
-            decision = await _resolve(self._approver(request))
-        except Exception:  # an approver that fails has not approved: pause
+            decision = await self._bounded(_call(self._approver, request))
+        except Exception:  # an approver that fails, or overruns the deadline, has not approved
             return Decided(None)
         return Decided(decision if isinstance(decision, Approval) else None)
 

@@ -74,7 +74,11 @@ def token_counter() -> TokenCounter:
 
 
 def estimate_message_tokens(message: Message, count: TokenCounter = heuristic_tokens) -> int:
-    """Estimate one message's tokens, framing included.
+    """Estimate one message's tokens, framing and replayed provider items included.
+
+    What an adapter sends back with an assistant message counts: a ReAct reply's text, a
+    ``reasoning_content`` or a Responses item's ``encrypted_content`` (an over-estimate when a
+    profile does not replay them, never an under-estimate).
 
     Args:
         message: The message.
@@ -85,6 +89,8 @@ def estimate_message_tokens(message: Message, count: TokenCounter = heuristic_to
     """
     total = MESSAGE_OVERHEAD_TOKENS + count(getattr(message, "content", None) or "")
     if isinstance(message, AssistantMessage):
+        if message.provider_items:  # replayed as sent: ReAct text, reasoning, encrypted content
+            total += count(json.dumps(list(message.provider_items), ensure_ascii=False))
         for call in message.tool_calls:
             arguments = (
                 call.arguments if isinstance(call.arguments, str) else json.dumps(call.arguments)

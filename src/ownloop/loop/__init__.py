@@ -1,5 +1,6 @@
 """The loop core: the run as a state machine that yields effects and never performs them."""
 
+from ownloop.loop._deadline import run_deadline, set_run_deadline
 from ownloop.loop._snapshot import restore_state, snapshot_of
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.core import LoopGenerator, run_loop
@@ -44,6 +45,8 @@ __all__ = [
     "Summarize",
     "ToolReturn",
     "restore_state",
+    "run_deadline",
     "run_loop",
+    "set_run_deadline",
     "snapshot_of",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from ownloop.budgets import check_cost, check_tokens
+from ownloop.budgets import check_before_model_attempt, check_cost, check_tokens
 from ownloop.context import Compaction, plan_compaction
 from ownloop.contracts import (
     ContextCompacted,
@@ -15,10 +15,11 @@ from ownloop.contracts import (
     ModelResponded,
     ModelResponse,
     SystemMessage,
+    TokenUsage,
     UserMessage,
 )
 from ownloop.cost import Price, cost_of
-from ownloop.exceptions import ConfigurationError
+from ownloop.exceptions import ConfigurationError, SendRefused
 from ownloop.loop._finish import end_for_budget
 from ownloop.loop._inputs import clean_response
 from ownloop.loop.config import LoopConfig
@@ -26,7 +27,7 @@ from ownloop.loop.effects import Effect, Failure, Outcome, Summarize
 from ownloop.loop.state import RunState
 from ownloop.tokens import estimate_request_tokens, heuristic_tokens
 
-__all__ = ["charge", "prepare_context"]
+__all__ = ["StepBudget", "charge", "prepare_context", "upcoming_cost"]
 
 SUMMARY_INSTRUCTIONS = (
     "Summarize the following earlier steps of an agent run for the agent itself: the actions "
@@ -59,6 +60,69 @@ def prepare_context(config: LoopConfig, state: RunState) -> Generator[Effect, Ou
         end_for_budget(check_cost(config.limits, state.usage, upcoming * price.input / 1_000_000))
 
 
+def upcoming_cost(config: LoopConfig, tokens: int) -> float:
+    """The estimated input cost of a request of ``tokens`` tokens (0 without prices)."""
+    if config.prices is None:
+        return 0.0
+    return tokens * _price(config, config.versions.model).input / 1_000_000
+
+
+class StepBudget:
+    """The `SendBudget` of one model attempt: admits (and counts) a port's further requests.
+
+    A further request (a ReAct re-ask) is a model attempt like any other: it needs an attempt
+    left, and the tokens and money spent so far (the run's, plus the attempt's answered
+    requests), plus the request's own estimate, must stay within their limits.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+
+    Attributes:
+        counted: How many further requests were admitted (and counted as attempts).
+    """
+
+    def __init__(self, config: LoopConfig, state: RunState) -> None:
+        self._config = config
+        self._state = state
+        self.counted = 0
+
+    def admit(self, text: str, spent: TokenUsage, sent: int) -> None:
+        """Count a further request as a model attempt, or raise `SendRefused`.
+
+        Args:
+            text: What the request sends.
+            spent: The usage of the attempt's answered requests.
+            sent: How many requests the attempt already sent.
+        """
+        config, state = self._config, self._state
+        limits = config.limits
+        counter = config.context.counter if config.context is not None else heuristic_tokens
+        upcoming = counter(text)
+        so_far = state.usage.model_copy(
+            update={
+                "input_tokens": state.usage.input_tokens + spent.input_tokens,
+                "output_tokens": state.usage.output_tokens + spent.output_tokens,
+                "cost": state.usage.cost + _spent_cost(config, spent),
+            }
+        )
+        breach = (
+            check_before_model_attempt(limits, state.usage, "before_reask")
+            or check_tokens(limits, so_far, "before_reask", upcoming)
+            or check_cost(limits, so_far, upcoming_cost(config, upcoming))
+        )
+        if breach is not None:
+            raise SendRefused(breach.describe(), breach=breach, usage=spent, sent=sent)
+        state.count(model_attempts=1)
+        self.counted += 1
+
+
+def _spent_cost(config: LoopConfig, usage: TokenUsage) -> float:
+    if config.prices is None:
+        return 0.0
+    return cost_of(usage, _price(config, config.versions.model))
+
+
 def charge(config: LoopConfig, state: RunState, response: ModelResponse) -> None:
     """Add a response's cost to the run's spend, when prices are known.
 
@@ -84,11 +148,28 @@ def _price(config: LoopConfig, model: str | None) -> Price:
         return config.prices.price(config.versions.model)
 
 
+MAX_LISTED_EVIDENCE_CHARS = 1_000
+"""The most characters of evidence ids a compaction placeholder lists (the newest ones)."""
+
+
+def _listed_evidence(ids: list[str]) -> str:
+    """The newest evidence ids that fit `MAX_LISTED_EVIDENCE_CHARS`, and how many are left out."""
+    listed: list[str] = []
+    size = 0
+    for evidence_id in reversed(ids):
+        size += len(evidence_id) + 2
+        if size > MAX_LISTED_EVIDENCE_CHARS:
+            break
+        listed.append(evidence_id)
+    text = ", ".join(reversed(listed)) or "none"
+    omitted = len(ids) - len(listed)
+    return f"{text} (and {omitted} earlier)" if omitted else text
+
+
 def _compact(
     config: LoopConfig, state: RunState, plan: Compaction
 ) -> Generator[Effect, Outcome, None]:
     summary = yield from _summary(config, state, plan) if config.has_summarizer else _none()
-    known = ", ".join(state.evidence) or "none"
     earlier = sum(
         event.dropped_turns
         for event in (*state.prior_trace, *state.trace.events)
@@ -97,13 +178,20 @@ def _compact(
     text = (
         f"[Context compacted by the runtime: {earlier + plan.dropped_turns} earlier turn(s) in "
         f"all ({plan.dropped_turns} now, {len(plan.dropped)} message(s)) were removed to keep "
-        f"requests bounded. Evidence observed so far: {known}.]"
+        f"requests bounded. Evidence observed so far: {_listed_evidence(list(state.evidence))}.]"
     )
     if summary:
         text = f"{text}\nSummary of the removed turns:\n{summary}"
-    state.messages = plan.apply(UserMessage(content=text))
     counter = config.context.counter if config.context is not None else heuristic_tokens
-    after = estimate_request_tokens(state.messages, state.tools, counter)
+    messages = plan.apply(UserMessage(content=text))
+    after = estimate_request_tokens(messages, state.tools, counter)
+    if after >= plan.before_tokens and summary:  # never larger: drop the summary first
+        summary = None
+        messages = plan.apply(UserMessage(content=text.split("\nSummary of the removed")[0]))
+        after = estimate_request_tokens(messages, state.tools, counter)
+    if after >= plan.before_tokens:
+        return  # the placeholder would outweigh what it replaces: keep the conversation
+    state.messages = messages
     state.count(compactions=1)
     state.trace.emit(
         ContextCompacted,
@@ -179,7 +267,8 @@ def _summary(
         provider_request_id=outcome.provider_request_id,
         duration_s=max(config.clock.monotonic() - started, 0.0),
     )
-    return (outcome.final_output or "")[: config.limits.max_observation_chars] or None
+    cap = min(config.limits.max_observation_chars, budget)  # a summary is bounded like the rest
+    return (outcome.final_output or "")[:cap] or None
 
 
 def _render(message: Message) -> str:

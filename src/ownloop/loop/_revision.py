@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Generator, Sequence
 
 from ownloop._text import clean_text
-from ownloop.contracts import Receipt
+from ownloop.contracts import Receipt, RunStatus, StopReason
+from ownloop.loop._finish import end
 from ownloop.loop.config import LoopConfig
-from ownloop.loop.effects import Effect, Outcome, ReadRevision, Revision
+from ownloop.loop.effects import Effect, Failure, Outcome, ReadRevision, Revision
 from ownloop.validators import CompletionContext
 
 __all__ = ["completion_context", "current_revision"]
@@ -25,6 +26,12 @@ def current_revision(config: LoopConfig) -> Generator[Effect, Outcome, str | Non
     if not config.tracks_revision:
         return None
     outcome = yield ReadRevision()
+    if isinstance(outcome, Failure):  # the driver gave up waiting: the deadline passed
+        end(
+            RunStatus.STOPPED,
+            StopReason.DEADLINE,
+            f"the revision source did not answer before the deadline ({outcome.error})",
+        )
     if not isinstance(outcome, Revision) or outcome.value is None:
         return None
     return clean_text(outcome.value)  # the application's text: kept in receipts and the trace

@@ -12,10 +12,10 @@ from typing import Any
 
 from ownloop._text import clean_json, clean_text, safe_str
 from ownloop.budgets import (
+    check_after_usage,
     check_before_model_attempt,
     check_before_model_call,
     check_deadline,
-    check_tokens,
 )
 from ownloop.contracts import (
     AssistantMessage,
@@ -35,9 +35,11 @@ from ownloop.contracts import (
     RunStarted,
     RunStatus,
     StopReason,
+    TokenUsage,
 )
-from ownloop.exceptions import ProviderError, UnexpectedModelCall
-from ownloop.loop._context import charge, prepare_context
+from ownloop.exceptions import ProviderError, SendRefused, UnexpectedModelCall
+from ownloop.loop._context import StepBudget, charge, prepare_context
+from ownloop.loop._deadline import set_run_deadline
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._inputs import clean_response
 from ownloop.loop._observe import add_feedback, truncate
@@ -67,6 +69,7 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
     Returns:
         The run's result, whatever way it ended.
     """
+    set_run_deadline(state.started_at + config.limits.deadline_s)
     if state.prior_trace:
         state.trace.emit(
             RunResumed,
@@ -139,8 +142,8 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
             StopReason.EXPLICIT_STOP,
             f"the model stopped explicitly: {response.stop_reason}",
         )
-    if response.tool_calls:
-        end_for_budget(check_tokens(limits, state.usage, "after_usage"))
+    if response.tool_calls:  # the crossing response is counted; none of its calls runs
+        end_for_budget(check_after_usage(limits, state.usage))
         state.queue = list(response.tool_calls)
         yield from _checkpoint(config, state)
         yield from _run_queue(config, state)
@@ -173,12 +176,17 @@ def _ask_model(
             tools=len(request.tools),
         )
         started = config.clock.monotonic()
-        outcome = yield CallModel(request, max(limits.deadline_s - _elapsed(config, state), 0.0))
+        budget = StepBudget(config, state)
+        remaining = max(limits.deadline_s - _elapsed(config, state), 0.0)
+        outcome = yield CallModel(request, remaining, budget)
         if isinstance(outcome, ModelResponse):
             outcome = clean_response(outcome)
-            _record_response(config, state, request, outcome, config.clock.monotonic() - started)
+            duration = config.clock.monotonic() - started
+            _record_response(config, state, request, outcome, duration, counted=budget.counted)
             return outcome
         error = outcome.error if isinstance(outcome, Failure) else TypeError(repr(outcome))
+        if isinstance(error, SendRefused):  # a re-ask the budget refused: count what was used
+            _count_refused(config, state, error, budget.counted)
         yield from _retry_model(config, state, request.step, attempt, error)
         attempt += 1
 
@@ -217,18 +225,33 @@ def _retry_model(
     yield Sleep(decision.seconds)
 
 
+def _count_refused(config: LoopConfig, state: RunState, refused: SendRefused, counted: int) -> None:
+    """Count the answered requests of an attempt whose re-ask was refused, then end the run."""
+    usage: TokenUsage = refused.usage
+    state.count(
+        model_requests=refused.sent,
+        model_attempts=max(refused.sent - 1 - counted, 0),
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+    )
+    charge(config, state, ModelResponse(usage=usage))
+    end_for_budget(refused.breach)
+
+
 def _record_response(
     config: LoopConfig,
     state: RunState,
     request: ModelRequest,
     response: ModelResponse,
     duration_s: float,
+    *,
+    counted: int = 0,
 ) -> None:
     usage = response.usage
     requests = response.provider_requests  # an adapter's re-asks are attempts too
     state.count(
         model_requests=requests,
-        model_attempts=requests - 1,
+        model_attempts=max(requests - 1 - counted, 0),  # those its budget admitted are counted
         input_tokens=usage.input_tokens,
         output_tokens=usage.output_tokens,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ownloop.budgets import SendBudget
 from ownloop.contracts import (
     Approval,
     ApprovalRequest,
@@ -48,10 +49,13 @@ class CallModel:
     Attributes:
         request: The request to send.
         timeout_s: The most seconds the call may take before the run's deadline.
+        budget: What the port asks before any further request of the same attempt (a re-ask);
+            the driver installs it with `ownloop.budgets.send_budget`.
     """
 
     request: ModelRequest
     timeout_s: float
+    budget: SendBudget | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,6 +7,7 @@ adapters differ only in how they build bodies and read payloads.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from contextlib import aclosing
@@ -15,6 +16,8 @@ from typing import Any, Self
 
 import openai
 
+from ownloop.budgets import ask_send_budget
+from ownloop.contracts import TokenUsage
 from ownloop.exceptions import ProviderError, TransientModelError
 from ownloop.models._chat_stream import ChatStreamAssembler
 from ownloop.models._compat import CompatProfile
@@ -114,14 +117,33 @@ class OpenAIAdapter:
         )
 
     async def _exchange(
-        self, endpoint: Endpoint, body: dict[str, Any], parse: PayloadParser
+        self,
+        endpoint: Endpoint,
+        body: dict[str, Any],
+        parse: PayloadParser,
+        *,
+        spent: TokenUsage | None = None,
+        sent: int = 0,
     ) -> tuple[ParsedTurn, str | None, float | None]:
         """Send one body and parse the reply, streamed or whole.
+
+        Every request after an attempt's first (``sent`` > 0) first asks the run's budget
+        (`ask_send_budget`) with the text it would send, and is not sent when refused.
+
+        Args:
+            endpoint: The endpoint.
+            body: The request body.
+            parse: Reads the decoded payload.
+            spent: The usage of the attempt's requests already answered.
+            sent: How many requests the attempt already sent.
 
         Returns:
             The parsed turn, the provider's request id from the headers, and the seconds to the
             first streamed token (``None`` when not streamed).
         """
+        if sent:
+            sending = body.get("messages", body.get("input"))
+            ask_send_budget(json.dumps(sending, ensure_ascii=False), spent or TokenUsage(), sent)
         started = time.perf_counter()
         transport = self._transport
         async with transport.open(endpoint, body) as reply:
@@ -144,6 +166,8 @@ class OpenAIAdapter:
             async with aclosing(reply.events()) as events:
                 async for event in events:
                     assembler.feed(event)
+                    if assembler.finished:  # a server holding the connection open must not wait
+                        break
             if not assembler.complete:
                 raise TransientModelError(
                     "stream_error: the stream ended before the response was complete",

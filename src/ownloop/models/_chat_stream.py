@@ -150,6 +150,11 @@ class ChatStreamAssembler:
             self.first_token_at = time.perf_counter()
 
     @property
+    def finished(self) -> bool:
+        """Whether ``[DONE]`` arrived: nothing more is read after it."""
+        return self._done
+
+    @property
     def complete(self) -> bool:
         """Whether the stream ended properly: ``[DONE]`` or a finish reason was seen."""
         return self._done or any(choice.finish for choice in self._choices.values())

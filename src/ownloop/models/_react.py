@@ -7,6 +7,9 @@ is fed back as an observation). A reply that cannot be parsed at all is handled 
 loop: the adapter adds the reply and a "rewrite this turn in the format" observation and asks
 again, at most ``max_format_retries`` times within the same step, summing the usage of every
 request; if the model still does not comply, the step fails with a permanent ``invalid_response``.
+Each re-ask is a model attempt like any other: it asks the run's budget first (attempts, tokens,
+money; see `ownloop.budgets.ask_send_budget`) and is not sent when refused, and the bad reply it
+resends is cut to 16,000 characters, so a re-ask never grows with what the server sent.
 """
 
 from __future__ import annotations
@@ -118,7 +121,9 @@ class ReActTextModel(OpenAIAdapter):
                 messages=messages,
                 stop=(STOP_SEQUENCE,),
             )
-            turn, request_id, ttft = await self._exchange("chat", body, parse)
+            turn, request_id, ttft = await self._exchange(
+                "chat", body, parse, spent=usage, sent=sent - 1
+            )
             usage = _add(usage, turn.usage)
             turn.usage = usage
             parsed = parse_react(turn.text) if turn.text is not None else None
@@ -126,7 +131,7 @@ class ReActTextModel(OpenAIAdapter):
                 problem = parsed
                 messages = [
                     *messages,
-                    {"role": "assistant", "content": turn.text},
+                    {"role": "assistant", "content": (turn.text or "")[:_MAX_REPLY_CHARS]},
                     {"role": "user", "content": format_feedback(parsed)},
                 ]
                 continue

@@ -103,6 +103,11 @@ class ResponsesStreamAssembler:
                 self._arguments[str(data.get("item_id"))] = [arguments]
 
     @property
+    def finished(self) -> bool:
+        """Whether the final event arrived: nothing more is read after it."""
+        return self._final is not None
+
+    @property
     def complete(self) -> bool:
         """Whether a final ``response.completed`` or ``response.incomplete`` event arrived."""
         return self._final is not None

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -28,14 +29,14 @@ from ownloop.exceptions import PermanentModelError, ProviderError, TransientMode
 from ownloop.models._compat import CompatProfile
 from ownloop.models._errors import build_error, envelope_from, scrub
 from ownloop.models._port import check_model_requests_allowed
-from ownloop.models._sse import ServerSentEvent, iter_events
+from ownloop.models._sse import ServerSentEvent, iter_events, split_lines
 
 __all__ = ["MAX_REPLY_BYTES", "Connection", "Endpoint", "Reply", "Transport"]
 
 Endpoint = Literal["chat", "responses"]
 
 MAX_REPLY_BYTES = 32 * 1024 * 1024
-"""The largest reply read (a whole body, or a stream's lines in total)."""
+"""The largest reply read, counted after decompression (a whole body, or a stream in total)."""
 
 _LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
 
@@ -93,6 +94,21 @@ class Reply:
             request_id=self.request_id,
         )
 
+    async def _bytes(self) -> AsyncGenerator[bytes, None]:
+        """The body's bytes, decompressed in bounded pieces (a gzip bomb never expands whole)."""
+        http = getattr(self._response, "http_response", None)
+        encoding = http.headers.get("content-encoding", "").strip().lower() if http else ""
+        if http is None or encoding not in {"", "identity", "gzip", "x-gzip"}:
+            async for chunk in self._response.iter_bytes():
+                yield chunk
+            return
+        if encoding in {"", "identity"}:
+            async for chunk in http.aiter_raw():
+                yield chunk
+            return
+        async for piece in _gunzip(http.aiter_raw()):
+            yield piece
+
     async def json(self) -> Any:
         """Return the decoded JSON body.
 
@@ -101,7 +117,7 @@ class Reply:
         """
         chunks: list[bytes] = []
         size = 0
-        async for chunk in self._response.iter_bytes():
+        async for chunk in self._bytes():
             size += len(chunk)
             if size > MAX_REPLY_BYTES:
                 raise self._too_large()
@@ -116,16 +132,35 @@ class Reply:
             ) from None
 
     def events(self) -> AsyncGenerator[ServerSentEvent, None]:
-        """Return the body's server-sent events."""
-        return iter_events(self._bounded_lines())
+        """Return the body's server-sent events (bytes bounded as they arrive, decompressed)."""
+        return iter_events(split_lines(self._bytes(), MAX_REPLY_BYTES, self._too_large))
 
-    async def _bounded_lines(self) -> AsyncGenerator[str, None]:
-        size = 0
-        async for line in self._response.iter_lines():
-            size += len(line) + 1
-            if size > MAX_REPLY_BYTES:
-                raise self._too_large()
-            yield line
+
+_PIECE = 64 * 1024
+
+
+async def _gunzip(raw: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+    """Decompress gzip members in pieces of at most 64 KiB, whatever the compression ratio."""
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
+    try:
+        async for chunk in raw:
+            data = chunk
+            while data:
+                piece = decoder.decompress(data, _PIECE)
+                if piece:
+                    yield piece
+                data = decoder.unconsumed_tail
+                if decoder.eof and decoder.unused_data:  # another gzip member follows
+                    data = decoder.unused_data
+                    decoder = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        tail = decoder.flush()
+    except zlib.error:
+        raise TransientModelError(
+            "invalid_response: the server sent a gzip body that does not decompress",
+            category="invalid_response",
+        ) from None
+    if tail:
+        yield tail
 
 
 def _transport_category(error: BaseException) -> Literal["timeout", "connection"] | None:

@@ -101,6 +101,20 @@ class SharedBudget:
         remaining = self.remaining(before)
         if isinstance(remaining, Exhausted):
             return remaining
+        return self.fits(limits, remaining, before)
+
+    def fits(self, limits: Limits, granted: Limits, before: str) -> Exhausted | None:
+        """Check a run's limits against what it was granted (a factory's agent, say).
+
+        Args:
+            limits: The run's own limits.
+            granted: What remained when the run was built.
+            before: What is about to start, named in the detail.
+
+        Returns:
+            ``None`` when every budget fits, else the first one it would overrun.
+        """
+        remaining = granted
         fields = {field: reason for field, (_, reason) in _COUNTERS.items()}
         fields["deadline_s"] = StopReason.DEADLINE
         if remaining.max_cost is not None:

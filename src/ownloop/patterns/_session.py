@@ -103,6 +103,7 @@ class Session:
         Returns:
             The answer, and how it was reached.
         """
+        self._check_models()
         plan = await self._plan()
         self.plans.append(plan)
         remaining = list(plan.subtasks)
@@ -120,6 +121,15 @@ class Session:
                 self.plans.append(Plan(subtasks=(*finished, *remaining)))
         # The plan ran to its end without an explicit finish: the last subtask's result answers.
         return self.done[-1][1], f"the plan ran to its end after {len(self.done)} subtask(s)"
+
+    def _check_models(self) -> None:
+        """Build the planner's and reviewer's agents before any model call.
+
+        A missing price (or any other misconfiguration) then fails now, not after paid calls.
+        """
+        for model in (self.planner, self.reviewer):
+            if isinstance(model, AgentModel):
+                Agent(model, limits=self.budget.total, prices=self.settings.prices)
 
     def _remaining(self, before: str) -> Limits:
         remaining = self.budget.remaining(before)
@@ -185,7 +195,12 @@ class Session:
                 raise Ended(RunStatus.STOPPED, exhausted.reason, exhausted.detail)
             agent = self.executor
         else:
-            agent = self.executor(self._remaining(before))
+            granted = self._remaining(before)
+            agent = self.executor(granted)
+            # A factory's agent is checked like a ready-made one: its limits must fit too.
+            exhausted = self.budget.fits(agent.limits, granted, before)
+            if exhausted is not None:
+                raise Ended(RunStatus.STOPPED, exhausted.reason, exhausted.detail)
         bound = agent.limits.max_input_chars
         task = subtask_prompt(self.goal, self.done, subtask, position, bound)
         result = await self._sub_run("execute", step, subtask, agent, task)

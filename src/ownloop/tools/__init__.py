@@ -23,6 +23,7 @@ from ownloop.tools._reconcile import (
 from ownloop.tools._registry import ToolRegistry
 from ownloop.tools._schema import STRICT_KEYWORDS
 from ownloop.tools._serialize import render_observation, to_jsonable
+from ownloop.tools._threads import call_in_thread
 from ownloop.tools._tool import RegisteredTool
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "ToolRejection",
     "ValidatedCall",
     "calculate",
+    "call_in_thread",
     "render_observation",
     "to_jsonable",
 ]

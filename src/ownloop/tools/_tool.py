@@ -39,6 +39,7 @@ from ownloop.tools._signature import (
     build_arguments_model,
     definition_error,
 )
+from ownloop.tools._threads import call_in_thread
 
 __all__ = ["RegisteredTool", "build_tool"]
 
@@ -130,9 +131,11 @@ class RegisteredTool:
     async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
         """Call the function with validated arguments, injecting ``context``.
 
-        A sync function is called directly, unless the tool has a timeout: then it runs in a
-        worker thread (``asyncio.to_thread``) under ``asyncio.wait_for``. A timed-out thread
-        cannot be stopped and keeps running in the background.
+        An async function is awaited under ``asyncio.wait_for`` (a timeout cancels it). A sync
+        function runs in a daemon thread of its own (`call_in_thread`), so that a timeout, or
+        the run's deadline, stops the wait at once: the thread cannot be stopped, so it is
+        abandoned — it keeps running in the background and nothing waits for it, not even
+        ``asyncio.run`` at shutdown.
 
         Args:
             arguments: ``ValidatedCall.arguments``.
@@ -150,10 +153,8 @@ class RegisteredTool:
         timeout = self.spec.timeout_s
         if self.is_async:
             result = await asyncio.wait_for(self.function(**kwargs), timeout)
-        elif timeout is None:
-            result = self.function(**kwargs)
         else:
-            result = await asyncio.wait_for(asyncio.to_thread(self.function, **kwargs), timeout)
+            result = await asyncio.wait_for(call_in_thread(self.function, **kwargs), timeout)
         if inspect.iscoroutine(result):
             return self._forgotten_await(result, context)
         return result
