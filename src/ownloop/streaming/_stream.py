@@ -22,7 +22,6 @@ from ownloop.contracts import (
     ModelRequested,
     ModelResponded,
     RunResult,
-    RunStarted,
     StreamEnded,
     StreamEvent,
     TextDelta,
@@ -98,9 +97,9 @@ class _BudgetWatch:
     Incremental, so a long run pays a few additions per event rather than a recount.
     """
 
-    def __init__(self, warn_at: float) -> None:
+    def __init__(self, limits: Limits, warn_at: float) -> None:
         self._warn_at = warn_at
-        self._limits: Limits | None = None
+        self._limits = limits
         self._first: datetime | None = None
         self._used = dict.fromkeys((budget for budget, _ in _BUDGETS), 0.0)
         self._warned: set[str] = set()
@@ -108,9 +107,9 @@ class _BudgetWatch:
     def see(self, event: TraceEvent) -> list[tuple[str, str, float, float]]:
         """Count one event; return the budgets that just passed the threshold."""
         used = self._used
+        if self._first is None:
+            self._first = event.at
         match event:
-            case RunStarted(limits=limits):
-                self._limits = limits
             case ModelRequested(step=step):
                 used["max_steps"] = max(used["max_steps"], step)
                 used["max_model_attempts"] += 1
@@ -122,13 +121,10 @@ class _BudgetWatch:
                 used["max_tool_attempts"] += 1
             case _:
                 return []
-        self._first = self._first or event.at
         used["deadline_s"] = (event.at - self._first).total_seconds()
         return self._crossed()
 
     def _crossed(self) -> list[tuple[str, str, float, float]]:
-        if self._limits is None:
-            return []
         crossed = []
         for budget, name in _BUDGETS:
             limit = float(getattr(self._limits, budget))
@@ -148,13 +144,16 @@ class RunStream:
     Args:
         state: The run's state, built by the agent.
         drive: Drives that state to a result (the agent's own driver, with its store and lease).
+        limits: The run's budgets, which the warnings measure against.
         warn_at: The share of a budget at which one `BudgetWarning` is emitted (0-1].
 
     Raises:
         ConfigurationError: If ``warn_at`` is not in (0, 1].
     """
 
-    def __init__(self, state: RunState, drive: Drive, *, warn_at: float = 0.8) -> None:
+    def __init__(
+        self, state: RunState, drive: Drive, *, limits: Limits, warn_at: float = 0.8
+    ) -> None:
         if not 0 < warn_at <= 1:
             raise ConfigurationError(f"warn_at must be in (0, 1], not {warn_at!r}")
         self.run_id = state.run_id
@@ -163,7 +162,7 @@ class RunStream:
         self._warn_at = warn_at
         self._queue: asyncio.Queue[StreamEvent | _Failed] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._budgets = _BudgetWatch(warn_at)
+        self._budgets = _BudgetWatch(limits, warn_at)
         self._step = 1
         # read the redactor at each call: protect() replaces it when the run learns a secret
         self._text = _ReplyText(lambda text: state.trace.redactor.redact_text(text))  # noqa: PLW0108
