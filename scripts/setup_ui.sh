@@ -3,7 +3,8 @@
 # Playwright for Python through its own protocol driver. Playwright's browser downloads are never
 # used (no `playwright install`): the tests launch /usr/bin/chromium.
 #
-# Source this file and call `setup_ui [VENV]`, or run it: `bash scripts/setup_ui.sh [VENV]`.
+# Source this file and call `setup_ui [VENV]` from the repository's root, or run it:
+# `bash scripts/setup_ui.sh [VENV]` (VENV defaults to .venv; the extra installs from `.`).
 # Idempotent: it installs only what is missing, so calling it before every test run costs a
 # second. Where chromium cannot be installed (not root, no apt-get, no mirror) it says so and
 # returns 0; the browser tests then skip with one line naming the missing browser.
@@ -13,8 +14,7 @@ setup_ui() {
     if [[ ! -x /usr/bin/chromium ]]; then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
             printf 'setup_ui: installing chromium (Debian package)\n'
-            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-                apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } ||
+            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } ||
                 printf 'setup_ui: chromium could not be installed; the browser tests will skip\n'
         else
             printf 'setup_ui: no /usr/bin/chromium and no root apt-get; the browser tests will skip\n'

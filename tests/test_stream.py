@@ -36,7 +36,7 @@ from ownloop.models import (
 )
 from ownloop.policy import allow_writes
 from ownloop.store import SqliteRunStore
-from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
+from ownloop.testing import FakeClock, FunctionModel, ScriptedModel, final, tool_call
 
 from .openai_server import OpenAIServer, sse, stream_reply
 
@@ -391,3 +391,26 @@ def test_the_responses_adapter_streams_text_deltas_too() -> None:
         (1, "there."),
     ]
     assert events[-1].result.output == "Hello there."
+
+
+def test_the_deadline_warns_as_the_clock_runs_down() -> None:
+    """A run that has used 80% of its deadline (by the trace's clock) gets a deadline warning."""
+    clock = FakeClock()
+    registry = ToolRegistry()
+
+    @registry.tool
+    def slow(topic: str) -> str:
+        """Take a while.
+
+        Args:
+            topic: What.
+        """
+        clock.advance(9)
+        return topic
+
+    model = ScriptedModel([tool_call("slow", "t1", topic="a"), final("ok")])
+    agent = Agent(model, registry, clock=clock, limits=Limits(deadline_s=10))
+    events = asyncio.run(collect(agent, "go"))
+    (warning,) = [event for event in events if isinstance(event, BudgetWarning)]
+    assert (warning.budget, warning.limit, warning.used) == ("deadline_s", 10, 9)
+    assert events[-1].result.status is RunStatus.COMPLETED

@@ -96,10 +96,15 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
         expect(approve.locator("code.digest")).to_have_text(digest)
         screenshot(page, "approvals", tmp_path)
 
+        loads: list[str] = []
+        page.on("load", lambda loaded: loads.append(loaded.url))
         approve.locator("input[name=reason]").fill("order checked by phone")
         approve.locator("button.approve").click()
         page.wait_for_url(f"{server.base}/runs/refund-approve")
+        expect(page.locator("#resuming")).to_be_visible()  # the model answers after 1 s
         expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
+        # nobody navigated: the page reloaded itself when the stored run changed
+        assert loads.count(f"{server.base}/runs/refund-approve") >= 2
         expect(page.locator("pre.output")).to_contain_text(SCRIPT)
         expect(page.locator("tr.write")).to_have_count(1)
         expect(page.locator("ul.decisions")).to_contain_text("approved by alice")

@@ -264,7 +264,7 @@ class Agent:
             InputRejected: If the task or run id is not acceptable (before anything runs).
         """
         state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
-        return RunStream(state, self._drive, warn_at=warn_at)
+        return RunStream(state, self._drive, limits=self.limits, warn_at=warn_at)
 
     @property
     def loop_config(self) -> LoopConfig:

@@ -12,11 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from types import TracebackType
 
 from ownloop.contracts import (
     BudgetWarning,
-    EventBase,
+    Limits,
     ModelFailed,
     ModelRequested,
     ModelResponded,
@@ -31,14 +32,20 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError
 from ownloop.loop import RunState
 from ownloop.models import listen_to_text_deltas
-from ownloop.tracing import budget_use
 
 __all__ = ["RunStream"]
 
 Drive = Callable[[RunState], Awaitable[RunResult]]
 
-# Events after which budget use can have grown (the others change no counter).
-_COUNTING = (ModelRequested, ModelResponded, ToolProposed, ToolStarted)
+# (Limits field, readable name), as `ownloop.tracing.budget_use` names them.
+_BUDGETS = (
+    ("max_steps", "steps"),
+    ("max_model_attempts", "model attempts"),
+    ("max_tool_calls", "tool calls"),
+    ("max_tool_attempts", "tool attempts"),
+    ("max_total_tokens", "tokens"),
+    ("deadline_s", "deadline (s)"),
+)
 
 
 class _Failed:
@@ -84,6 +91,49 @@ class _ReplyText:
         return new
 
 
+class _BudgetWatch:
+    """Counts budget use from the events as they come (as `budget_use` counts a stored trace).
+
+    Incremental, so a long run pays a few additions per event rather than a recount.
+    """
+
+    def __init__(self, limits: Limits, warn_at: float) -> None:
+        self._warn_at = warn_at
+        self._limits = limits
+        self._first: datetime | None = None
+        self._used = dict.fromkeys((budget for budget, _ in _BUDGETS), 0.0)
+        self._warned: set[str] = set()
+
+    def see(self, event: TraceEvent) -> list[tuple[str, str, float, float]]:
+        """Count one event; return the budgets that just passed the threshold."""
+        used = self._used
+        if self._first is None:
+            self._first = event.at
+        match event:
+            case ModelRequested(step=step):
+                used["max_steps"] = max(used["max_steps"], step)
+                used["max_model_attempts"] += 1
+            case ModelResponded(usage=usage):
+                used["max_total_tokens"] += usage.total_tokens
+            case ToolProposed():
+                used["max_tool_calls"] += 1
+            case ToolStarted():
+                used["max_tool_attempts"] += 1
+            case _:
+                return []
+        used["deadline_s"] = (event.at - self._first).total_seconds()
+        return self._crossed()
+
+    def _crossed(self) -> list[tuple[str, str, float, float]]:
+        crossed = []
+        for budget, name in _BUDGETS:
+            limit = float(getattr(self._limits, budget))
+            if budget not in self._warned and self._used[budget] >= self._warn_at * limit:
+                self._warned.add(budget)
+                crossed.append((budget, name, self._used[budget], limit))
+        return crossed
+
+
 class RunStream:
     """The events of one run, as an async iterator; the last one is `StreamEnded`.
 
@@ -94,13 +144,16 @@ class RunStream:
     Args:
         state: The run's state, built by the agent.
         drive: Drives that state to a result (the agent's own driver, with its store and lease).
+        limits: The run's budgets, which the warnings measure against.
         warn_at: The share of a budget at which one `BudgetWarning` is emitted (0-1].
 
     Raises:
         ConfigurationError: If ``warn_at`` is not in (0, 1].
     """
 
-    def __init__(self, state: RunState, drive: Drive, *, warn_at: float = 0.8) -> None:
+    def __init__(
+        self, state: RunState, drive: Drive, *, limits: Limits, warn_at: float = 0.8
+    ) -> None:
         if not 0 < warn_at <= 1:
             raise ConfigurationError(f"warn_at must be in (0, 1], not {warn_at!r}")
         self.run_id = state.run_id
@@ -109,8 +162,7 @@ class RunStream:
         self._warn_at = warn_at
         self._queue: asyncio.Queue[StreamEvent | _Failed] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
-        self._events: list[EventBase] = []
-        self._warned: set[str] = set()
+        self._budgets = _BudgetWatch(limits, warn_at)
         self._step = 1
         # read the redactor at each call: protect() replaces it when the run learns a secret
         self._text = _ReplyText(lambda text: state.trace.redactor.redact_text(text))  # noqa: PLW0108
@@ -180,29 +232,22 @@ class RunStream:
         elif isinstance(event, ModelRequested):
             self._step = event.step
         self._queue.put_nowait(event)
-        self._events.append(event)
-        if isinstance(event, _COUNTING):
-            self._warn()
+        for budget, name, used, limit in self._budgets.see(event):
+            self._queue.put_nowait(
+                BudgetWarning(
+                    run_id=self.run_id,
+                    budget=budget,
+                    name=name,
+                    used=used,
+                    limit=limit,
+                    ratio=round(used / limit, 4),
+                )
+            )
 
     def _on_text_end(self) -> None:
         rest = self._text.flush()
         if rest:
             self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=rest))
-
-    def _warn(self) -> None:
-        for use in budget_use(self._events):
-            if use.ratio >= self._warn_at and use.budget not in self._warned:
-                self._warned.add(use.budget)
-                self._queue.put_nowait(
-                    BudgetWarning(
-                        run_id=self.run_id,
-                        budget=use.budget,
-                        name=use.name,
-                        used=use.used,
-                        limit=use.limit,
-                        ratio=use.ratio,
-                    )
-                )
 
     def __repr__(self) -> str:
         state = "ended" if self._finished else "running" if self._task else "not started"

@@ -245,7 +245,7 @@ class _Pages:
         store = self._app.store
         stored = await store.get(run_id)
         waiting = find_request(stored.snapshot, request_id) if stored else None
-        if waiting is None:
+        if stored is None or waiting is None:
             return f"run {run_id} is not waiting for request {request_id} (any more)"
         if not hmac.compare_digest(digest.encode(), waiting.digest.encode()):
             return "the request changed since the page was shown: reload and decide again"
@@ -261,7 +261,7 @@ class _Pages:
         )
         await store.submit_approval(run_id, approval)
         decided = {item.request_id for item in [*submitted, approval]}
-        if all(item.id in decided for item in stored.snapshot.approval_requests):  # type: ignore[union-attr]
+        if all(item.id in decided for item in stored.snapshot.approval_requests):
             self._start_resume(run_id)
         return None
 
