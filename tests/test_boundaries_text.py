@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from ownloop import Agent, ContextPolicy, Limits, RunStatus, StopReason, ToolCall, ToolRegistry
-from ownloop.contracts import ModelResponse
+from ownloop.contracts import ModelResponse, Receipt
 from ownloop.exceptions import InputRejected
 from ownloop.memory import MemoryScope, SqliteMemoryStore
 from ownloop.models import OpenAIChatModel, allow_model_requests
 from ownloop.policy import allow_all
 from ownloop.store import SqliteRunStore
 from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
-from ownloop.tools import to_jsonable
+from ownloop.tools import ToolContext, to_jsonable
 
 from .boundary_support import nested, run_with_store, store_file
 from .context_kit import INSTRUCTIONS, TASK, page_registry, paging_script
@@ -362,3 +362,26 @@ def test_a_run_id_with_a_lone_surrogate_is_rejected() -> None:
     agent = Agent(ScriptedModel([final("ok")]), ToolRegistry())
     with pytest.raises(InputRejected, match="run_id"):
         agent.run_sync("go", run_id=f"run-{LONE}")
+
+
+def test_a_receipt_a_handler_builds_is_made_storable() -> None:
+    """Data in a handler's own receipt is cleaned and cut like any return value."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def save(topic: str, ctx: ToolContext) -> Receipt:
+        """Save something.
+
+        Args:
+            topic: What to save.
+            ctx: The run's context.
+        """
+        data = {"text": f"a{LONE}", "deep": nested(196)}
+        return Receipt(call_id=ctx.call_id, tool="save", status="ok", effect="applied", data=data)
+
+    steps = [tool_call("save", topic="x"), final("done")]
+    with store_file() as path:
+        result = run_with_store(path, _agent(steps, registry), "go")
+    data = result.receipts[0].data
+    assert data["text"] == f"a{REPLACEMENT}"
+    assert "nested deeper than 64 levels" in json.dumps(data)
