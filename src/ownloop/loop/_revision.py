@@ -25,9 +25,8 @@ def current_revision(config: LoopConfig) -> Generator[Effect, Outcome, str | Non
     if not config.tracks_revision:
         return None
     outcome = yield ReadRevision()
-    if not isinstance(outcome, Revision) or outcome.value is None:
-        return None
-    return clean_text(outcome.value)  # the application's text: kept in receipts and the trace
+    value = outcome.value if isinstance(outcome, Revision) else None
+    return None if value is None else clean_text(value)  # the application's text, kept in receipts
 
 
 def completion_context(
