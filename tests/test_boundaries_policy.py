@@ -210,3 +210,11 @@ def test_the_side_effect_list_names_the_documented_functions() -> None:
     denied = refuse_sql_writes().decide(None, READ, {"query": "SELECT SETVAL('s', 1)"})
     assert isinstance(denied, Deny)
     assert "setval()" in denied.reason
+
+
+@pytest.mark.parametrize("query", ["LISTEN orders", "VALUES (1)", "SHOW TABLES"])
+def test_statements_that_are_neither_select_nor_known_writes_are_refused(query: str) -> None:
+    """A statement sqlglot reads as something other than a SELECT is not provably read-only."""
+    decision = refuse_sql_writes(dialect="postgres").decide(None, READ, {"query": query})
+    assert isinstance(decision, Deny)
+    assert "not a read-only query" in decision.reason

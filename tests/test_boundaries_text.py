@@ -18,14 +18,16 @@ from typing import Any
 import pytest
 
 from ownloop import Agent, ContextPolicy, Limits, RunStatus, StopReason, ToolCall, ToolRegistry
-from ownloop.contracts import ModelResponse
+from ownloop.contracts import ModelResponse, Receipt
 from ownloop.exceptions import InputRejected
 from ownloop.memory import MemoryScope, SqliteMemoryStore
 from ownloop.models import OpenAIChatModel, allow_model_requests
 from ownloop.policy import allow_all
+from ownloop.redaction import Redactor
 from ownloop.store import SqliteRunStore
 from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
-from ownloop.tools import to_jsonable
+from ownloop.tools import ToolContext, to_jsonable
+from ownloop.validators import Reject
 
 from .boundary_support import nested, run_with_store, store_file
 from .context_kit import INSTRUCTIONS, TASK, page_registry, paging_script
@@ -362,3 +364,54 @@ def test_a_run_id_with_a_lone_surrogate_is_rejected() -> None:
     agent = Agent(ScriptedModel([final("ok")]), ToolRegistry())
     with pytest.raises(InputRejected, match="run_id"):
         agent.run_sync("go", run_id=f"run-{LONE}")
+
+
+def test_a_receipt_a_handler_builds_is_made_storable() -> None:
+    """Data in a handler's own receipt is cleaned and cut like any return value."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def save(topic: str, ctx: ToolContext) -> Receipt:
+        """Save something.
+
+        Args:
+            topic: What to save.
+            ctx: The run's context.
+        """
+        data = {"text": f"a{LONE}", "deep": nested(196)}
+        return Receipt(call_id=ctx.call_id, tool="save", status="ok", effect="applied", data=data)
+
+    steps = [tool_call("save", topic="x"), final("done")]
+    with store_file() as path:
+        result = run_with_store(path, _agent(steps, registry), "go")
+    data = result.receipts[0].data
+    assert data["text"] == f"a{REPLACEMENT}"
+    assert "nested deeper than 64 levels" in json.dumps(data)
+
+
+def test_a_validator_reason_with_a_lone_surrogate_reaches_the_model_cleaned() -> None:
+    """The application's rejection reason is text entering the run: cleaned for store and trace."""
+    answers = iter([Reject(f"cite {LONE} a source"), None])
+
+    def check(output: str, evidence: Any) -> Any:
+        return next(answers)
+
+    def build(store: SqliteRunStore) -> Agent:
+        model = ScriptedModel([final("first"), final("second")])
+        return Agent(model, ToolRegistry(), validators=[check], store=store)
+
+    with store_file() as path:
+        result = run_with_store(path, build, "go")
+    assert result.status is RunStatus.COMPLETED
+    rejected = next(event for event in result.trace if event.kind == "completion_rejected")
+    assert f"cite {REPLACEMENT} a source" in rejected.reason
+
+
+def test_the_redactor_never_passes_on_unencodable_text() -> None:
+    """Whatever text reaches the trace pipeline comes out encodable, markers included."""
+    redactor = Redactor().with_values(f"secret{LONE}value")
+    assert redactor.redact_text(f"x{LONE}y") == f"x{REPLACEMENT}y"
+    redacted = redactor.redact_text(f"has secret{LONE}value and sk-proj-{'A' * 24}{LONE}")
+    redacted.encode("utf-8")
+    assert "secret" not in redacted
+    assert "AAAA" not in redacted

@@ -304,6 +304,7 @@ def _complete(config: LoopConfig, state: RunState, output: str) -> Generator[Eff
 
 
 def _reject(config: LoopConfig, state: RunState, verdict: Reject) -> None:
+    verdict = Reject(clean_text(verdict.reason), verdict.validator)  # the application's text
     state.count(completion_rejections=1)
     rejections = state.usage.completion_rejections
     state.trace.emit(

@@ -204,8 +204,4 @@ def action_key(tool: str, arguments: Any) -> str:
             arguments = json.loads(arguments) if arguments.strip() else {}
         except (ValueError, RecursionError):  # too deep to parse: validation rejects it
             return f"{tool}|{arguments}"
-    try:
-        text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str)
-    except (TypeError, ValueError, RecursionError):  # unsortable keys, too deep: compare as given
-        text = repr(arguments)
-    return f"{tool}|{text}"
+    return f"{tool}|{json.dumps(arguments, sort_keys=True, separators=(',', ':'), default=str)}"

@@ -75,8 +75,10 @@ def sql_write_reason(text: str, dialect: str | None = None) -> str | None:
     except Exception:  # sqlglot's ParseError, TokenError, or a dialect error: not provable
         return "it does not parse as SQL, so it is not provably read-only"
     for statement in statements:
-        if not isinstance(statement, _classes(exp, _READ_ROOTS)):
+        if isinstance(statement, _classes(exp, _WRITING_NODES)):
             return f"it contains the statement {_statement_name(statement)}"
+        if not isinstance(statement, _classes(exp, _READ_ROOTS)):
+            return "it contains a statement that is not a SELECT"
     if len(statements) != 1:
         return f"it holds {len(statements)} statements; only a single SELECT is allowed"
     return _inner_reason(statements[0], exp)

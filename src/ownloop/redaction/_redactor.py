@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, MutableMapping
 from typing import Any
 
+from ownloop._text import clean_text
 from ownloop.exceptions import ConfigurationError
 from ownloop.redaction._bounds import DEFAULT_BOUNDS, TOO_DEEP, Bounds
 from ownloop.redaction._markers import MARKER, redact_marker
@@ -74,6 +75,8 @@ class Redactor:
                 raise ConfigurationError(
                     f"a literal secret must be a string of at least {_MIN_VALUE_CHARS} characters"
                 )
+        # Matched against text already cleaned of unpaired surrogates, so cleaned the same way.
+        self._match_values = tuple(dict.fromkeys(clean_text(value) for value in self.values))
         self._bounds = bounds
         all_keys = (*DEFAULT_KEYS, *self.keys) if defaults else self.keys
         self._key_rules = {key_words(key) for key in all_keys} - {()}
@@ -187,12 +190,12 @@ class Redactor:
 
         Returns:
             ``text`` itself when nothing matched, else a copy with each secret replaced by its
-            marker.
+            marker (and any unpaired surrogate by U+FFFD).
         """
         if text in self._clean_texts:
             return text
-        result = text
-        for value in self.values:
+        result = clean_text(text)  # the last line: no unencodable text reaches a trace or sink
+        for value in self._match_values:
             if value in result:
                 result = result.replace(value, redact_marker(value))
         lowered = text.lower()

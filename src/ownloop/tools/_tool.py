@@ -142,8 +142,9 @@ class RegisteredTool:
             context: The trusted context, passed to every `ToolContext` parameter.
 
         Returns:
-            What the function returned; an error `Receipt` when a sync function returned a
-            coroutine (a forgotten ``await``), which is closed without running.
+            What the function returned (a returned `Receipt` with its data passed through
+            `to_jsonable`); an error `Receipt` when a sync function returned a coroutine (a
+            forgotten ``await``), which is closed without running.
 
         Raises:
             TimeoutError: The call took longer than ``spec.timeout_s``.
@@ -157,6 +158,8 @@ class RegisteredTool:
             result = await asyncio.wait_for(call_in_thread(self.function, **kwargs), timeout)
         if inspect.iscoroutine(result):
             return self._forgotten_await(result, context)
+        if isinstance(result, Receipt):  # its data is the handler's: make it storable
+            return result.model_copy(update={"data": to_jsonable(result.data)})
         return result
 
     def _forgotten_await(self, coroutine: Any, context: ToolContext) -> Receipt:
