@@ -203,7 +203,7 @@ def launched(spec: Spec) -> Iterator[Any]:
     try:
         yield runner
     finally:
-        assert runner.shutdown(drain_s=0, destroy_registry=True) == []
+        assert runner.shutdown(drain_s=10, destroy_registry=True) == []  # it lets them finish
         runner.close()
         asyncio.run(runner.store.close())
 
