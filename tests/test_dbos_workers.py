@@ -339,3 +339,19 @@ def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launc
     finally:
         runner.close()
         asyncio.run(runner.store.close())
+
+
+def test_shutdown_under_the_shared_default_executor_id_hands_nothing_back(
+    spec: Spec, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under DBOS's default id ``local`` another process may run the segments: none move."""
+    from dbos import DBOS
+
+    from ownloop.dbos import worker_config
+
+    DBOS(config=worker_config(APP_NAME, spec.system_url, "local", log_level="WARNING"))
+    runner = make_runner(spec)
+    with caplog.at_level(logging.WARNING, logger="ownloop.dbos"):
+        assert runner.shutdown(drain_s=0, destroy_registry=True) == []
+    assert "executor id 'local' is shared" in caplog.text
+    asyncio.run(runner.store.close())

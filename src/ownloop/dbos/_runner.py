@@ -66,6 +66,8 @@ APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}"
 
 logger = logging.getLogger("ownloop.dbos")
 
+_SHARED_EXECUTOR_ID = "local"  # DBOS's executor id for every process that sets none
+
 _STEP_KINDS = {
     "CallModel": "model",
     "Summarize": "summarize",
@@ -229,7 +231,9 @@ class DbosRunner:
         DBOS stops dequeueing at once and lets the segments running here finish for up to
         ``drain_s`` seconds; then it is destroyed, and every ownloop segment still pending under
         this executor id goes back to the queue, where any worker takes it (from its last
-        checkpoint, as after a crash; a write cut mid-flight is unknown, never repeated).
+        checkpoint, as after a crash; a write cut mid-flight is unknown, never repeated). Under
+        DBOS's default executor id ``local``, which every process without one shares, nothing is
+        handed back: a relaunch recovers those segments.
 
         Args:
             drain_s: How long running segments may take to finish (whole seconds).
@@ -240,6 +244,11 @@ class DbosRunner:
         """
         executor_id, version = DBOS.executor_id, DBOS.application_version
         DBOS.destroy(workflow_completion_timeout_sec=drain_s, destroy_registry=destroy_registry)
+        if executor_id == _SHARED_EXECUTOR_ID:
+            # every process without an executor id is "local": its pending segments may be
+            # running in another one, so they stay put (a relaunch as "local" recovers them)
+            logger.warning("executor id 'local' is shared: nothing handed back (set executor_id)")
+            return []
         return self.hand_back([executor_id], application_version=version)
 
     def hand_back(
