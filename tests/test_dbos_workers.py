@@ -291,7 +291,7 @@ def test_persist_step_adopts_its_own_earlier_save(spec: Spec) -> None:
 
 
 def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``workers recover --app`` names MODULE:FACTORY returning (DbosRunner, DBOS config)."""
+    """``workers recover`` needs a dead executor's own id and a factory of (runner, DBOS config)."""
     from ownloop.exceptions import ConfigurationError
 
     where = {"directory": ".", "dsn": "dbname=x", "schema": "x", "system_url": "postgresql://x"}
@@ -304,6 +304,8 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
     ):
         with pytest.raises(ConfigurationError, match=message):
             cli_main(["workers", "recover", "--executor", "x", "--app", app])
+    with pytest.raises(ConfigurationError, match="executor 'local' is DBOS's default"):
+        cli_main(["workers", "recover", "--executor", "local", "--app", "tests.dbos_worker:x"])
 
 
 def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launched: Any) -> None:

@@ -92,6 +92,11 @@ def recover(arguments: argparse.Namespace) -> int:
 
     from ownloop.dbos import WORKFLOW_NAME, recovery_executor_id, recovery_queue
 
+    if arguments.executor == "local":
+        raise ConfigurationError(
+            "executor 'local' is DBOS's default, shared by every process without an id: "
+            "recover needs the dead worker's own executor id"
+        )
     runner, config = _load_app(arguments.app)
     if arguments.dsn:
         config["system_database_url"] = arguments.dsn
