@@ -304,8 +304,9 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
     ):
         with pytest.raises(ConfigurationError, match=message):
             cli_main(["workers", "recover", "--executor", "x", "--app", app])
+    app_ok = "tests.dbos_worker:cli_app"
     with pytest.raises(ConfigurationError, match="executor 'local' is DBOS's default"):
-        cli_main(["workers", "recover", "--executor", "local", "--app", "tests.dbos_worker:x"])
+        cli_main(["workers", "recover", "--executor", "local", "--app", app_ok])
 
 
 def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launched: Any) -> None:

@@ -66,7 +66,8 @@ APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}"
 
 logger = logging.getLogger("ownloop.dbos")
 
-_SHARED_EXECUTOR_ID = "local"  # DBOS's executor id for every process that sets none
+SHARED_EXECUTOR_ID = "local"
+"""DBOS's executor id for every process that sets none: no one process owns what runs under it."""
 
 _STEP_KINDS = {
     "CallModel": "model",
@@ -244,7 +245,7 @@ class DbosRunner:
         """
         executor_id, version = DBOS.executor_id, DBOS.application_version
         DBOS.destroy(workflow_completion_timeout_sec=drain_s, destroy_registry=destroy_registry)
-        if executor_id == _SHARED_EXECUTOR_ID:
+        if executor_id == SHARED_EXECUTOR_ID:
             # every process without an executor id is "local": its pending segments may be
             # running in another one, so they stay put (a relaunch as "local" recovers them)
             logger.warning("executor id 'local' is shared: nothing handed back (set executor_id)")
