@@ -64,13 +64,18 @@ def stop(spec: Spec, *workers: BaseProcess) -> None:
     spec.path("stop").unlink()
 
 
-def kill_when_halted(spec: Spec, worker: BaseProcess) -> None:
-    """Wait until the worker halts at its kill point, then SIGKILL it."""
+def wait_halted(spec: Spec, worker: BaseProcess) -> None:
+    """Wait until the worker halts at its kill point."""
     deadline = time.monotonic() + 20
     while not spec.path("halted").exists():
         assert worker.is_alive(), f"the worker exited with {worker.exitcode}"
         assert time.monotonic() < deadline, "the worker never halted"
         time.sleep(0.005)
+
+
+def kill_when_halted(spec: Spec, worker: BaseProcess) -> None:
+    """Wait until the worker halts at its kill point, then SIGKILL it."""
+    wait_halted(spec, worker)
     os.kill(worker.pid or 0, signal.SIGKILL)
     worker.join(5)
     assert worker.exitcode == -signal.SIGKILL

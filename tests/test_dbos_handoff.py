@@ -18,12 +18,14 @@ from pathlib import Path
 
 import pytest
 
+from ownloop.exceptions import ConfigurationError
 from tests.dbos_support import (
     kill_when_halted,
     new_spec,
     stop,
     stored,
     wait_for_segments,
+    wait_halted,
     workflows,
 )
 from tests.dbos_worker import (
@@ -115,7 +117,7 @@ def test_a_killed_rescuer_is_finished_by_running_recover_again(
     capsys: pytest.CaptureFixture[str],
     rescue_killed_at: str,
 ) -> None:
-    """SIGKILL the recover command mid-run: the same command again finishes what it held, once."""
+    """A second rescue waits its turn; SIGKILL the first: running it again finishes the run once."""
     run_id = f"dead-{uuid.uuid4().hex[:8]}"
     spec = replace(spec, reconcile=True)  # a write cut mid-flight is confirmed from the ledger
     doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="read")
@@ -124,11 +126,14 @@ def test_a_killed_rescuer_is_finished_by_running_recover_again(
     kill_when_halted(spec, worker)
     spec.path("halted").unlink()
     rescuer = start_rescuer(replace(doomed, kill_at=rescue_killed_at))
-    kill_when_halted(spec, rescuer)
-    assert pending_under(spec, f"{spec.executor_id}:recover") == [f"ownloop:{run_id}:start"]
-    fresh = enqueue_many(spec, "slow", 2)
+    wait_halted(spec, rescuer)
     monkeypatch.setenv(SPEC_VARIABLE, json.dumps(spec.__dict__))
     argv = ["workers", "recover", "--executor", spec.executor_id, "--app"]
+    with pytest.raises(ConfigurationError, match="another rescue of executor"):
+        cli_main([*argv, "tests.dbos_worker:cli_app", "--dsn", spec.system_url])
+    kill_when_halted(spec, rescuer)  # its lock dies with it
+    assert pending_under(spec, f"{spec.executor_id}:recover") == [f"ownloop:{run_id}:start"]
+    fresh = enqueue_many(spec, "slow", 2)
     assert cli_main([*argv, "tests.dbos_worker:cli_app", "--dsn", spec.system_url]) == 0
     assert capsys.readouterr().out.startswith("recovering 1 workflow(s)")
     (snapshot,) = stored(spec, [run_id], until="finished")

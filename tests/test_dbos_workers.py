@@ -203,7 +203,7 @@ def launched(spec: Spec) -> Iterator[Any]:
     try:
         yield runner
     finally:
-        assert runner.shutdown(drain_s=0, destroy_registry=True) == []
+        assert runner.shutdown(drain_s=10, destroy_registry=True) == []  # it lets them finish
         runner.close()
         asyncio.run(runner.store.close())
 
@@ -291,7 +291,7 @@ def test_persist_step_adopts_its_own_earlier_save(spec: Spec) -> None:
 
 
 def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``workers recover --app`` names MODULE:FACTORY returning (DbosRunner, DBOS config)."""
+    """``workers recover`` needs a dead executor's own id and a factory of (runner, DBOS config)."""
     from ownloop.exceptions import ConfigurationError
 
     where = {"directory": ".", "dsn": "dbname=x", "schema": "x", "system_url": "postgresql://x"}
@@ -304,6 +304,9 @@ def test_cli_refuses_a_bad_application_factory(monkeypatch: pytest.MonkeyPatch) 
     ):
         with pytest.raises(ConfigurationError, match=message):
             cli_main(["workers", "recover", "--executor", "x", "--app", app])
+    app_ok = "tests.dbos_worker:cli_app"
+    with pytest.raises(ConfigurationError, match="executor 'local' is DBOS's default"):
+        cli_main(["workers", "recover", "--executor", "local", "--app", app_ok])
 
 
 def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launched: Any) -> None:
@@ -339,3 +342,19 @@ def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launc
     finally:
         runner.close()
         asyncio.run(runner.store.close())
+
+
+def test_shutdown_under_the_shared_default_executor_id_hands_nothing_back(
+    spec: Spec, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Under DBOS's default id ``local`` another process may run the segments: none move."""
+    from dbos import DBOS
+
+    from ownloop.dbos import worker_config
+
+    DBOS(config=worker_config(APP_NAME, spec.system_url, "local", log_level="WARNING"))
+    runner = make_runner(spec)
+    with caplog.at_level(logging.WARNING, logger="ownloop.dbos"):
+        assert runner.shutdown(drain_s=0, destroy_registry=True) == []
+    assert "executor id 'local' is shared" in caplog.text
+    asyncio.run(runner.store.close())

@@ -20,7 +20,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 from ownloop.exceptions import ConfigurationError
 
@@ -88,40 +88,21 @@ def recover(arguments: argparse.Namespace) -> int:
     Returns:
         0 when every recovered segment finished.
     """
-    from dbos import DBOS, DBOSConfig
-
-    from ownloop.dbos import WORKFLOW_NAME, recovery_executor_id, recovery_queue
+    from ownloop.dbos import recover_executor, recovery_executor_id
 
     runner, config = _load_app(arguments.app)
     if arguments.dsn:
         config["system_database_url"] = arguments.dsn
-    runner.system_database_url = config.get("system_database_url", runner.system_database_url)
-    dead, lane = arguments.executor, recovery_queue(runner.queue, arguments.executor)
-    rescuer = config["executor_id"] = recovery_executor_id(dead)
-    # Move them before launching: a live rescuer under this id must never see them move.
-    runner.hand_back([dead, rescuer], lanes=[lane], to_queue=lane)
-    DBOS(config=cast(DBOSConfig, config))
+    dead = arguments.executor
+
+    def announce(workflow_ids: list[str]) -> None:
+        rescuer = recovery_executor_id(dead)
+        print(f"recovering {len(workflow_ids)} workflow(s) of executor {dead} as {rescuer}")
+
     try:
-        runner.register(worker=False, listen=[lane])
-        DBOS.launch()
-        DBOS.register_queue(
-            lane,
-            polling_interval_sec=runner.polling_interval_s,
-            worker_concurrency=runner.worker_concurrency,
-        )
-        found = DBOS.list_workflows(
-            queue_name=lane, status=["ENQUEUED", "PENDING"], name=WORKFLOW_NAME, load_input=False
-        )
-        print(f"recovering {len(found)} workflow(s) of executor {dead} as {rescuer}")
-        for status in found:
-            outcome: Any = DBOS.retrieve_workflow(status.workflow_id).get_result(
-                polling_interval_sec=0.1
-            )
-            print(json.dumps({"workflow_id": status.workflow_id, "result": outcome}))
-        DBOS.delete_queue(lane)
-    finally:  # hand back to the shared queue whatever it did not finish
-        runner.shutdown(drain_s=0, destroy_registry=True)
-        runner.hand_back([], lanes=[lane])
+        for workflow_id, outcome in recover_executor(runner, config, dead, announce=announce):
+            print(json.dumps({"workflow_id": workflow_id, "result": outcome}))
+    finally:
         runner.close()
         asyncio.run(runner.store.close())
     return 0

@@ -16,6 +16,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 from ownloop.dbos._codec import StepError
 from ownloop.dbos._handoff import recovery_executor_id, recovery_queue
+from ownloop.dbos._recover import recover_executor
 from ownloop.dbos._runner import (
     APPLICATION_VERSION,
     WORKFLOW_NAME,
@@ -32,6 +33,7 @@ __all__ = [
     "DbosRunner",
     "StepClock",
     "StepError",
+    "recover_executor",
     "recovery_executor_id",
     "recovery_queue",
     "worker_config",

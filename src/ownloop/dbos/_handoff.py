@@ -21,13 +21,14 @@ database's table as DBOS 3.x defines it, through a `dbos.DBOSClient`'s connectio
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import sqlalchemy as sa
 from dbos import DBOSClient
 
-__all__ = ["move_segments", "recovery_executor_id", "recovery_queue"]
+__all__ = ["exclusively", "move_segments", "recovery_executor_id", "recovery_queue"]
 
 _PENDING = "PENDING"
 _ENQUEUED = "ENQUEUED"
@@ -89,3 +90,28 @@ def move_segments(
     )
     with sys_db.engine.begin() as connection:
         return sorted(str(row[0]) for row in connection.execute(statement))
+
+
+@contextmanager
+def exclusively(client: DBOSClient, name: str) -> Iterator[bool]:
+    """Hold a PostgreSQL advisory lock named ``name`` on the system database, if it is free.
+
+    The lock belongs to one connection, so a holder that dies (even by SIGKILL) releases it.
+
+    Args:
+        client: A DBOS client on the system database.
+        name: What the lock guards.
+
+    Yields:
+        Whether this caller holds the lock.
+    """
+    key = sa.func.hashtext(name)
+    with client._sys_db.engine.connect() as connection:
+        held = bool(connection.execute(sa.select(sa.func.pg_try_advisory_lock(key))).scalar())
+        connection.commit()
+        try:
+            yield held
+        finally:
+            if held:  # the connection goes back to the pool: it must not keep the lock
+                connection.execute(sa.select(sa.func.pg_advisory_unlock(key)))
+                connection.commit()

@@ -66,6 +66,9 @@ APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}"
 
 logger = logging.getLogger("ownloop.dbos")
 
+SHARED_EXECUTOR_ID = "local"
+"""DBOS's executor id for every process that sets none: no one process owns what runs under it."""
+
 _STEP_KINDS = {
     "CallModel": "model",
     "Summarize": "summarize",
@@ -229,7 +232,9 @@ class DbosRunner:
         DBOS stops dequeueing at once and lets the segments running here finish for up to
         ``drain_s`` seconds; then it is destroyed, and every ownloop segment still pending under
         this executor id goes back to the queue, where any worker takes it (from its last
-        checkpoint, as after a crash; a write cut mid-flight is unknown, never repeated).
+        checkpoint, as after a crash; a write cut mid-flight is unknown, never repeated). Under
+        DBOS's default executor id ``local``, which every process without one shares, nothing is
+        handed back: a relaunch recovers those segments.
 
         Args:
             drain_s: How long running segments may take to finish (whole seconds).
@@ -240,6 +245,11 @@ class DbosRunner:
         """
         executor_id, version = DBOS.executor_id, DBOS.application_version
         DBOS.destroy(workflow_completion_timeout_sec=drain_s, destroy_registry=destroy_registry)
+        if executor_id == SHARED_EXECUTOR_ID:
+            # every process without an executor id is "local": its pending segments may be
+            # running in another one, so they stay put (a relaunch as "local" recovers them)
+            logger.warning("executor id 'local' is shared: nothing handed back (set executor_id)")
+            return []
         return self.hand_back([executor_id], application_version=version)
 
     def hand_back(
