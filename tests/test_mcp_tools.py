@@ -26,6 +26,8 @@ def time_tools() -> Iterator[MCPToolset]:
 
 def test_time_tools_become_strict_read_tools(time_tools: MCPToolset) -> None:
     """A read-only hint makes read tools whose schemas are strict and closed."""
+    assert time_tools.start() is time_tools  # starting again changes nothing
+    time_tools.refresh()
     specs = {spec.name: spec for spec in time_tools.specs()}
     assert set(specs) == {"get_current_time", "convert_time"}
     spec = specs["get_current_time"]

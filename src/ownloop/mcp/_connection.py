@@ -56,11 +56,6 @@ class Connection:
         self._stderr: IO[str] | None = None
         self._lock: anyio.Lock | None = None
 
-    @property
-    def connected(self) -> bool:
-        """Whether a session is open."""
-        return self._client is not None
-
     def stderr_tail(self) -> str:
         """The last few thousand characters the server process wrote to stderr (stdio only)."""
         if self._stderr is None:
