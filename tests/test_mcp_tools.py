@@ -118,9 +118,17 @@ def test_a_name_collision_is_refused() -> None:
 
 
 def test_a_write_is_denied_by_the_default_policy() -> None:
-    """An MCP tool that is a write is denied unless the policy allows it."""
+    """A write (here by override) is denied unless allowed; records can pick tools and approvals."""
     model = ScriptedModel([tool_call("get_current_time", timezone="UTC")])
-    with MCPToolset(time_server(effects={"get_current_time": "write"})) as tools:
+    server = time_server(
+        effects={"get_current_time": "write"},
+        tools=("get_current_time",),
+        approval_required=("get_current_time",),
+    )
+    with MCPToolset(server) as tools:
+        assert tools.names() == ("get_current_time",)  # only the tools the record takes
+        (spec,) = tools.specs()
+        assert spec.requires_approval
         result = Agent(model, tools).run_sync("time?")
     assert result.stop_reason is StopReason.TOOL_DENIED
     assert result.receipts == ()
