@@ -26,6 +26,8 @@ def time_tools() -> Iterator[MCPToolset]:
 
 def test_time_tools_become_strict_read_tools(time_tools: MCPToolset) -> None:
     """A read-only hint makes read tools whose schemas are strict and closed."""
+    assert time_tools.start() is time_tools  # starting again changes nothing
+    time_tools.refresh()
     specs = {spec.name: spec for spec in time_tools.specs()}
     assert set(specs) == {"get_current_time", "convert_time"}
     spec = specs["get_current_time"]
@@ -116,9 +118,17 @@ def test_a_name_collision_is_refused() -> None:
 
 
 def test_a_write_is_denied_by_the_default_policy() -> None:
-    """An MCP tool that is a write is denied unless the policy allows it."""
+    """A write (here by override) is denied unless allowed; records can pick tools and approvals."""
     model = ScriptedModel([tool_call("get_current_time", timezone="UTC")])
-    with MCPToolset(time_server(effects={"get_current_time": "write"})) as tools:
+    server = time_server(
+        effects={"get_current_time": "write"},
+        tools=("get_current_time",),
+        approval_required=("get_current_time",),
+    )
+    with MCPToolset(server) as tools:
+        assert tools.names() == ("get_current_time",)  # only the tools the record takes
+        (spec,) = tools.specs()
+        assert spec.requires_approval
         result = Agent(model, tools).run_sync("time?")
     assert result.stop_reason is StopReason.TOOL_DENIED
     assert result.receipts == ()

@@ -16,7 +16,7 @@ from ownloop.cli._mcp import build_server
 from ownloop.mcp import HttpServer, MCPToolset, RegistryServer, StdioServer
 from ownloop.mcp._convert import build_tool, call_result
 from ownloop.policy import allow_writes
-from ownloop.store import SqliteRunStore
+from ownloop.store import PostgresRunStore, SqliteRunStore
 from ownloop.tools import ExternalTool, ToolContext, ToolRejection, ValidatedCall
 
 
@@ -190,3 +190,11 @@ def test_the_command_line_builds_the_described_server(tmp_path: Path) -> None:
     assert server.actor is not None
     assert (server.actor.id, server.actor.roles) == ("ide", ("dev",))
     assert {tool.name for tool in server.tools()} == {"balance", "transfer"}
+
+
+def test_the_command_line_can_name_a_postgres_store() -> None:
+    """--dsn serves from PostgreSQL instead of a SQLite file."""
+    arguments = build_parser().parse_args(
+        ["mcp", "serve", "tests.mcp_served_tools:make_registry", "--dsn", "postgresql://u@h/db"]
+    )
+    assert isinstance(build_server(arguments).store, PostgresRunStore)

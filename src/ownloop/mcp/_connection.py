@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Awaitable, Callable
+from contextlib import AsyncExitStack
 from typing import IO, Any
 
 import anyio
@@ -54,11 +55,6 @@ class Connection:
         self._stop: anyio.Event | None = None
         self._stderr: IO[str] | None = None
         self._lock: anyio.Lock | None = None
-
-    @property
-    def connected(self) -> bool:
-        """Whether a session is open."""
-        return self._client is not None
 
     def stderr_tail(self) -> str:
         """The last few thousand characters the server process wrote to stderr (stdio only)."""
@@ -111,7 +107,8 @@ class Connection:
     async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[None]) -> None:
         started = False
         try:
-            async with self._new_client() as client:
+            async with AsyncExitStack() as resources:
+                client = await resources.enter_async_context(self._new_client(resources))
                 self._client = client
                 task_status.started()
                 started = True
@@ -124,7 +121,7 @@ class Connection:
             if self._stop is stop:
                 self._client = None
 
-    def _new_client(self) -> Client:
+    def _new_client(self, resources: AsyncExitStack) -> Client:
         options = self.options
         if not isinstance(options, HttpServer | StdioServer):
             raise ConfigurationError(f"not an MCP server record: {options!r}")
@@ -142,6 +139,7 @@ class Connection:
             transport: Any = stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
         else:
             http = create_mcp_http_client(headers=dict(options.headers))
+            resources.push_async_callback(http.aclose)  # a client we pass in is ours to close
             transport = streamable_http_client(options.url, http_client=http)
         # The initialize handshake: every server speaks it, and change notifications arrive on
         # the session (the 2026 protocol moves them to a listen stream).
