@@ -16,6 +16,8 @@ from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
 from ownloop.tools import Confirmed, ToolContext, ToolRegistry
 from ownloop.validators import Accept, CompletionValidator, Reject, citations_observed
 
+from .context_kit import markdown_python
+
 ONE_TRY = Limits(max_completion_rejections=0)
 
 
@@ -194,3 +196,10 @@ def test_a_custom_pattern_reads_lists_too() -> None:
     evidence = [Evidence(id="A-1", tool="t", call_ids=("c",))]
     assert isinstance(check("x (see A-1)", evidence), Accept)
     assert isinstance(check("x (see A-1, B-2)", evidence), Reject)
+
+
+def test_the_evidence_example_in_the_tools_page_runs_as_written() -> None:
+    """docs/tools.md's evidence example: a ``document_id`` result is cited and accepted."""
+    namespace: dict[str, Any] = {"__name__": "docs"}
+    exec(markdown_python("docs/tools.md")[-1], namespace)
+    assert [item.id for item in namespace["result"].evidence] == ["P-7"]

@@ -167,7 +167,7 @@ def test_every_budget_holds_within_its_documented_allowance(limits: Limits, seed
     release = threading.Event()
     ran: list[str] = []
     per_request: list[int] = []
-    price = Price(input=1.0, output=2.0)  # per million tokens
+    price = Price(input=0.2, output=0.4)  # per million tokens
     agent = Agent(
         RandomPort(rng, per_request),
         registry_for(rng, release, ran),
