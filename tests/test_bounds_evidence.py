@@ -203,3 +203,26 @@ def test_the_evidence_example_in_the_tools_page_runs_as_written() -> None:
     namespace: dict[str, Any] = {"__name__": "docs"}
     exec(markdown_python("docs/tools.md")[-1], namespace)
     assert [item.id for item in namespace["result"].evidence] == ["P-7"]
+
+
+def test_an_extractor_may_return_pairs_and_its_invalid_ids_are_ignored() -> None:
+    """(id, title) pairs keep their title; ids that are not 1-128 character strings are skipped."""
+
+    def pairs(data: Any) -> list[Any]:
+        return [("K-1", "A title"), ("", "empty"), "x" * 200, "K-2"]
+
+    registry = documents({"k": "K-1"}, {"k": "K-2"})
+    result = answer(registry, "Per [K-1] and [K-2].", citations_observed(extract=pairs))
+    assert result.status == "completed", result.detail
+    assert [(item.id, item.title) for item in result.evidence] == [
+        ("K-1", "A title"),
+        ("K-2", None),
+    ]
+    refused = answer(registry, "Per [K-3].", citations_observed(extract=pairs))
+    assert "the evidence extractor pairs" in rejection(refused)
+
+
+def test_full_width_brackets_without_an_id_are_prose() -> None:
+    """A full-width bracket around words (no digit, no hyphen) is not a citation."""
+    text = "Per [R-01] \u3010note\u3011."
+    assert answer(documents({"id": "R-01"}), text).status == "completed"
