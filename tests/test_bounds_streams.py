@@ -221,3 +221,32 @@ def test_a_nan_or_unusable_tool_retry_after_is_treated_as_absent(hint: Any) -> N
     result = agent.run_sync("go")
     assert result.status == "completed", result.detail
     assert len(attempts) == 2
+
+
+def whole(content_encoding: str, body: bytes) -> Any:
+    """A writer sending one whole (content-length) reply with the given encoding."""
+
+    def write(sock: socket.socket) -> None:
+        head = (
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+            f"content-encoding: {content_encoding}\r\ncontent-length: {len(body)}\r\n"
+            "connection: close\r\n\r\n"
+        )
+        send_all(sock, [head.encode(), body])
+
+    return write
+
+
+def test_a_gzip_body_read_to_its_end_is_decoded_whole() -> None:
+    """A gzip stream without ``[DONE]`` is read to its end and flushed."""
+    events = chat_events("flushed").replace(b"data: [DONE]\n\n", b"")
+    with RawServer(whole("gzip", zlib.compress(events, wbits=zlib.MAX_WBITS | 16))) as server:
+        outcome = respond(OpenAIChatModel, server.url)
+    assert outcome.final_output == "flushed"
+
+
+def test_an_encoding_ownloop_does_not_decode_itself_is_left_to_httpx() -> None:
+    """A deflate body is decoded by the HTTP client, still counted before line splitting."""
+    with RawServer(whole("deflate", zlib.compress(chat_events("deflated")))) as server:
+        outcome = respond(OpenAIChatModel, server.url)
+    assert outcome.final_output == "deflated"

@@ -80,6 +80,7 @@ TOOL_SPEC = ToolSpec(
     timeout_s=2.5,
     max_output_chars=500,
     sensitive=("query",),
+    evidence=False,
 )
 RECEIPT = Receipt(
     call_id="call_1",

@@ -30,9 +30,9 @@ def store(tmp_path):
     opened.close()
 
 
-def _agent(store, script, *, sharing="actor", **options):
+def _agent(store, script, *, sharing="actor", recall_evidence=True, **options):
     registry = ToolRegistry()
-    register_memory_tools(registry, store, sharing=sharing)
+    register_memory_tools(registry, store, sharing=sharing, recall_evidence=recall_evidence)
     model = ScriptedModel(script)
     return Agent(model, registry, policy=allow_writes("remember"), **options), model
 

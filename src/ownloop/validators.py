@@ -19,6 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ownloop.contracts import Evidence, Receipt
+from ownloop.evidence import (
+    DEFAULT_EVIDENCE_FIELDS,
+    EvidenceExtractor,
+    EvidenceRule,
+    parse_citations,
+)
 from ownloop.exceptions import ConfigurationError
 
 __all__ = [
@@ -32,6 +38,7 @@ __all__ = [
     "accept_all",
     "as_validator",
     "citations_observed",
+    "evidence_rule_of",
     "reject_all",
     "require_current_check",
     "requires_check_before",
@@ -86,14 +93,25 @@ class CompletionValidator:
             ``(output, evidence, context)`` when ``uses_context`` is set.
         name: How the check is shown in traces and reprs.
         uses_context: Whether ``check`` takes the `CompletionContext` as a third argument.
+        evidence_rule: How tool results become the evidence this check reads, when it needs a
+            rule other than the default (a composition takes its parts' first rule).
+
+    Attributes:
+        evidence_rule: The rule the run records evidence with for this check, if it sets one.
     """
 
     def __init__(
-        self, check: Callable[..., Verdict], name: str, *, uses_context: bool = False
+        self,
+        check: Callable[..., Verdict],
+        name: str,
+        *,
+        uses_context: bool = False,
+        evidence_rule: EvidenceRule | None = None,
     ) -> None:
         self._check = check
         self.name = name
         self._uses_context = uses_context
+        self.evidence_rule = evidence_rule
 
     def __call__(
         self,
@@ -126,7 +144,12 @@ class CompletionValidator:
             first = self(output, evidence, context)
             return first if isinstance(first, Reject) else right(output, evidence, context)
 
-        return CompletionValidator(both, f"({self.name} & {right.name})", uses_context=True)
+        return CompletionValidator(
+            both,
+            f"({self.name} & {right.name})",
+            uses_context=True,
+            evidence_rule=self.evidence_rule or right.evidence_rule,
+        )
 
     def __or__(self, other: CheckFunction) -> CompletionValidator:
         right = as_validator(other)
@@ -142,7 +165,12 @@ class CompletionValidator:
                 return second
             return Reject(f"{first.reason}; {second.reason}", f"({self.name} | {right.name})")
 
-        return CompletionValidator(either, f"({self.name} | {right.name})", uses_context=True)
+        return CompletionValidator(
+            either,
+            f"({self.name} | {right.name})",
+            uses_context=True,
+            evidence_rule=self.evidence_rule or right.evidence_rule,
+        )
 
     def __repr__(self) -> str:
         return self.name
@@ -182,23 +210,72 @@ def reject_all(reason: str = "no answer is accepted") -> CompletionValidator:
 
 
 DEFAULT_CITATION_PATTERN = r"\[([A-Za-z0-9][A-Za-z0-9_.:/-]{0,127})\]"
+"""The simple form of a citation; the default check reads lists and refuses unreadable ones too."""
+
+_MAX_LISTED = 20
+
+
+def evidence_rule_of(validator: CompletionValidator | None) -> EvidenceRule:
+    """Return the rule a run records evidence with: its validator's, or the default one.
+
+    Args:
+        validator: The run's completion check, if any.
+
+    Returns:
+        The rule.
+    """
+    rule = validator.evidence_rule if validator is not None else None
+    return rule if rule is not None else EvidenceRule()
+
+
+def _listed(ids: Sequence[str]) -> str:
+    shown = ", ".join(ids[:_MAX_LISTED]) or "none"
+    return f"{shown} and {len(ids) - _MAX_LISTED} more" if len(ids) > _MAX_LISTED else shown
+
+
+def _cited(pattern: re.Pattern[str] | None, output: str) -> tuple[list[str], list[str]]:
+    if pattern is None:
+        return parse_citations(output)
+    cited = [
+        part.strip()
+        for match in pattern.finditer(output)
+        for part in re.split(r"[,;]", match.group(1))
+        if part.strip()
+    ]
+    return list(dict.fromkeys(cited)), []
 
 
 def citations_observed(
-    pattern: str = DEFAULT_CITATION_PATTERN, *, min_citations: int = 0
+    pattern: str = DEFAULT_CITATION_PATTERN,
+    *,
+    min_citations: int = 0,
+    fields: Sequence[str] | None = None,
+    extract: EvidenceExtractor | None = None,
 ) -> CompletionValidator:
-    """Require every id cited in the answer to name evidence a tool returned in this run.
+    """Require every id cited in the answer to name evidence the model was shown in this run.
+
+    Evidence is what the model was shown from a fact-source tool (see `ownloop.evidence`): an
+    item identified by one of ``fields`` (or found by ``extract``) whose id appears in the
+    observation the model received. With the default pattern, ``[ID]`` and lists ``[ID1, ID2]``
+    are read (every id checked), and a bracket that looks like a citation but cannot be read
+    (``[ R-02 ]``, ``[R 02]``, ``【R-02】``) rejects the answer.
 
     Args:
-        pattern: A regular expression whose first group captures a cited id; by default ids in
-            square brackets, like ``[R-02]``.
+        pattern: A regular expression whose first group captures a cited id (or a comma list
+            of ids); by default ids in square brackets, like ``[R-02]``.
         min_citations: How many distinct citations the answer must make at least.
+        fields: The result fields that identify an evidence item, first present wins
+            (default: ``id``, ``document_id``, ``doc_id``, ``url``, ``source``).
+        extract: A function ``(result) -> ids`` (or ``(id, title)`` pairs) used instead of
+            ``fields``.
 
     Returns:
-        The validator. A made-up citation is rejected with the ids that were not observed.
+        The validator; the run records evidence with its rule. A made-up or unreadable citation
+        is rejected with what was observed and how a tool's output becomes evidence.
 
     Raises:
-        ConfigurationError: If the pattern does not compile or has no capturing group.
+        ConfigurationError: If the pattern does not compile or has no capturing group, or both
+            ``fields`` and ``extract`` are given, or ``fields`` is empty.
     """
     try:
         compiled = re.compile(pattern)
@@ -206,25 +283,38 @@ def citations_observed(
         raise ConfigurationError(f"citation pattern {pattern!r} is invalid: {error}") from None
     if compiled.groups < 1:
         raise ConfigurationError(f"citation pattern {pattern!r} needs a capturing group")
+    if fields is not None and extract is not None:
+        raise ConfigurationError("citations_observed takes fields= or extract=, not both")
+    if fields is not None and (not fields or not all(isinstance(f, str) for f in fields)):
+        raise ConfigurationError("citations_observed(fields=...) needs at least one field name")
+    rule = EvidenceRule(tuple(fields) if fields else DEFAULT_EVIDENCE_FIELDS, extract)
+    custom = None if pattern == DEFAULT_CITATION_PATTERN else compiled
 
     def check(output: str, evidence: Sequence[Evidence]) -> Verdict:
-        cited = list(dict.fromkeys(match.group(1) for match in compiled.finditer(output)))
-        known = {item.id for item in evidence}
-        unknown = [item for item in cited if item not in known]
-        if unknown:
-            observed = ", ".join(sorted(known)) or "none"
+        cited, unreadable = _cited(custom, output)
+        if unreadable:
             return Reject(
-                f"the answer cites {', '.join(unknown)}, which no tool returned in this run "
-                f"(observed evidence: {observed}); cite only what you have read"
+                f"the answer has citation(s) that cannot be read: {', '.join(unreadable[:10])}; "
+                "cite as [ID] or [ID1, ID2], with each id exactly as a tool showed it"
+            )
+        known = sorted({item.id for item in evidence})
+        unknown = [item for item in cited if item not in set(known)]
+        if unknown:
+            return Reject(
+                f"the answer cites {_listed(unknown)}, which no tool showed in this run "
+                f"(observed evidence: {_listed(known)}). Evidence is what the model was shown "
+                f"from a fact-source tool: {rule.describe()}, and only ids in the observation "
+                "as shown count (memory tools are not fact sources); cite only what you have read"
             )
         if len(cited) < min_citations:
             return Reject(
                 f"the answer must cite at least {min_citations} piece(s) of observed evidence "
-                f"in the form [ID]"
+                f"in the form [ID] (observed evidence: {_listed(known)})"
             )
         return Accept()
 
-    return CompletionValidator(check, f"citations_observed(min_citations={min_citations})")
+    label = f"citations_observed(min_citations={min_citations})"
+    return CompletionValidator(check, label, evidence_rule=rule if fields or extract else None)
 
 
 CheckPassed = str | Callable[[object], bool]

@@ -32,7 +32,8 @@ class Limits(Record):
         max_completion_rejections: Rejected final answers tolerated before the run stops.
         max_retries_per_call: Retries of one model or tool call, within the shared budgets.
         max_cost: Money for the run, in the unit of the agent's price table (``None``: no cap);
-            the run stops before a request whose estimated cost would cross it.
+            the run stops before a request whose estimated cost would cross it, and after a
+            response that crosses it (none of that response's tool calls runs).
     """
 
     max_steps: int = Field(default=10, ge=1, le=10_000)

@@ -56,6 +56,8 @@ class ToolSpec(Record):
         timeout_s: Seconds one attempt may take, if bounded.
         max_output_chars: The longest observation this tool may add, if bounded per tool.
         sensitive: Names of parameters whose values must never be traced.
+        evidence: Whether the tool's output is a fact source: what it shows the model can be
+            cited as evidence (``False`` for tools that echo the model's own words, like memory).
     """
 
     name: ToolName
@@ -68,6 +70,7 @@ class ToolSpec(Record):
     timeout_s: float | None = Field(default=None, gt=0)
     max_output_chars: int | None = Field(default=None, ge=1)
     sensitive: tuple[str, ...] = ()
+    evidence: bool = True
 
 
 class Receipt(Record):

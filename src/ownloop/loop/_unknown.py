@@ -11,11 +11,13 @@ from collections.abc import Generator
 
 from ownloop.contracts import EffectReconciled, Receipt
 from ownloop.loop._execute import execute, tool_context
+from ownloop.loop._observe import truncate
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Effect, Outcome, Reconcile, ToolReturn
 from ownloop.loop.state import RunState
 from ownloop.tools import Confirmed, NotApplied, render_observation, to_jsonable
+from ownloop.validators import evidence_rule_of
 
 __all__ = ["settle_pending"]
 
@@ -52,10 +54,14 @@ def settle_pending(config: LoopConfig, state: RunState) -> Generator[Effect, Out
                     data=data,
                 )
             )
-            found = render_observation(data)
-            state.deferred_feedback.append(
-                f"The effect of {spec.name} (call {call_id}) is confirmed: {found}"
-            )
+            feedback = f"The effect of {spec.name} (call {call_id}) is confirmed: "
+            feedback += render_observation(data)
+            state.deferred_feedback.append(feedback)
+            if spec.evidence:  # a confirmed write counts like one that answered directly
+                shown, _ = truncate(feedback, config.limits.max_observation_chars)
+                state.record_evidence(
+                    spec.name, call_id, data, shown, evidence_rule_of(config.validator)
+                )
         elif isinstance(verdict, NotApplied):
             state.trace.emit(
                 EffectReconciled, call_id=call_id, tool=spec.name, outcome="not_applied"

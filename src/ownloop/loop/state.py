@@ -21,10 +21,11 @@ from ownloop.contracts import (
     TraceEvent,
     Usage,
 )
+from ownloop.evidence import EvidenceRule, shown_evidence
 from ownloop.tools import ValidatedCall
 from ownloop.tracing import TraceRecorder
 
-__all__ = ["RunState", "action_key", "collect_evidence", "idempotency_key"]
+__all__ = ["RunState", "action_key", "idempotency_key"]
 
 
 @dataclass
@@ -118,15 +119,19 @@ class RunState:
         self.pending = [operation for operation in self.pending if operation.call_id != call_id]
         self.pending_calls.pop(call_id, None)
 
-    def record_evidence(self, tool: str, call_id: str, data: Any) -> None:
-        """Add what a tool returned to the evidence ledger, merging repeated ids.
+    def record_evidence(
+        self, tool: str, call_id: str, data: Any, shown: str, rule: EvidenceRule | None = None
+    ) -> None:
+        """Add what the model was shown of a fact-source result to the evidence ledger.
 
         Args:
             tool: The tool that returned it.
             call_id: The call that returned it.
             data: The JSON-ready result.
+            shown: The observation the model received (an id cut from it does not count).
+            rule: How items are identified (`EvidenceRule` by default).
         """
-        for item_id, title in collect_evidence(data):
+        for item_id, title in shown_evidence(rule or EvidenceRule(), data, shown):
             known = self.evidence.get(item_id)
             if known is None:
                 self.evidence[item_id] = Evidence(
@@ -150,43 +155,6 @@ def idempotency_key(run_id: str, call_id: str, digest: str) -> str:
         32 hex digits.
     """
     return hashlib.sha256(f"{run_id}\x1f{call_id}\x1f{digest}".encode()).hexdigest()[:32]
-
-
-def _evidence_item(value: Any) -> tuple[str, str | None] | None:
-    if not isinstance(value, dict):
-        return None
-    item_id = value.get("id")
-    if not isinstance(item_id, str) or not 0 < len(item_id) <= 128:
-        return None
-    title = value.get("title")
-    return item_id, title[:512] if isinstance(title, str) else None
-
-
-def collect_evidence(data: Any) -> list[tuple[str, str | None]]:
-    """Find the identified items in a tool result.
-
-    An item is a mapping with a string ``id`` (and optionally a ``title``). The result itself, the
-    elements of a list result, and the elements of lists directly inside a mapping result count.
-
-    Args:
-        data: The JSON-ready tool result.
-
-    Returns:
-        ``(id, title)`` pairs in the order found.
-    """
-    found: list[tuple[str, str | None]] = []
-    candidates: list[Any] = [data]
-    if isinstance(data, list):
-        candidates = list(data)
-    elif isinstance(data, dict):
-        for value in data.values():
-            if isinstance(value, list):
-                candidates.extend(value)
-    for candidate in candidates:
-        item = _evidence_item(candidate)
-        if item is not None:
-            found.append(item)
-    return found
 
 
 def action_key(tool: str, arguments: Any) -> str:

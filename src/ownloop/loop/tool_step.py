@@ -23,7 +23,7 @@ from ownloop.contracts import (
 from ownloop.loop._execute import execute
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._gateway import admit
-from ownloop.loop._observe import add_tool_observation
+from ownloop.loop._observe import add_tool_observation, truncate
 from ownloop.loop._revision import current_revision
 from ownloop.loop._unknown import settle_pending
 from ownloop.loop.config import LoopConfig
@@ -31,6 +31,7 @@ from ownloop.loop.effects import Effect, Outcome
 from ownloop.loop.state import RunState, action_key
 from ownloop.redaction import bound_value, redact_sensitive
 from ownloop.tools import ToolRejection, ValidatedCall, render_observation
+from ownloop.validators import evidence_rule_of
 
 __all__ = ["block_on_pending", "run_tool_call"]
 
@@ -148,8 +149,11 @@ def _observe(
     elif receipt.status == "error":
         content, source = f"Tool {spec.name} failed: {receipt.message}", "tool_error"
     else:
-        state.record_evidence(spec.name, call.id, receipt.data)
         content, source = render_observation(receipt.data), "tool"
+        if spec.evidence:  # what the model is shown of a fact source is evidence
+            shown, _ = truncate(content, max_chars)
+            rule = evidence_rule_of(config.validator)
+            state.record_evidence(spec.name, call.id, receipt.data, shown, rule)
     add_tool_observation(
         state, call_id=call.id, name=call.name, content=content, max_chars=max_chars, source=source
     )

@@ -105,6 +105,7 @@ def register_memory_tools(
     sharing: Sharing = "actor",
     remember_name: str = "remember",
     recall_name: str = "recall",
+    recall_evidence: bool = False,
 ) -> tuple[RegisteredTool, RegisteredTool]:
     """Add ``remember`` (a write) and ``recall`` (a read) tools backed by ``store``.
 
@@ -119,6 +120,9 @@ def register_memory_tools(
             error observation).
         remember_name: The name of the remembering tool.
         recall_name: The name of the recalling tool.
+        recall_evidence: Whether recalled memories are evidence an answer may cite. Memory is
+            not a fact source by default: it holds what models wrote. ``remember``'s output
+            (the new memory's id) never is.
 
     Returns:
         The two registered tools.
@@ -131,7 +135,13 @@ def register_memory_tools(
         raise ConfigurationError(f"sharing must be 'actor' or 'tenant', not {sharing!r}")
     return (
         registry.add(
-            _remember_tool(store, sharing), name=remember_name, effect="write", idempotent=True
+            _remember_tool(store, sharing),
+            name=remember_name,
+            effect="write",
+            idempotent=True,
+            evidence=False,
         ),
-        registry.add(_recall_tool(store, sharing), name=recall_name, effect="read"),
+        registry.add(
+            _recall_tool(store, sharing), name=recall_name, effect="read", evidence=recall_evidence
+        ),
     )

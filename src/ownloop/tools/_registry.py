@@ -61,6 +61,7 @@ class ToolRegistry:
         idempotent: bool = False,
         strict: bool = True,
         reconcile: Reconcile | None = None,
+        evidence: bool = True,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -77,6 +78,7 @@ class ToolRegistry:
         idempotent: bool = False,
         strict: bool = True,
         reconcile: Reconcile | None = None,
+        evidence: bool = True,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; use bare (``@registry.tool``) or with options.
 
@@ -96,6 +98,8 @@ class ToolRegistry:
                 Pydantic's plain schema for constructs strict mode cannot express.
             reconcile: For write tools, the authoritative lookup that settles an unknown effect
                 (see `Confirmed`, `NotApplied`, `StillUnknown`).
+            evidence: Whether the tool's output is a fact source the answer may cite
+                (``False`` for tools that return the model's own words, like memory).
 
         Raises:
             ToolDefinitionError: The function cannot become a tool with these options.
@@ -110,6 +114,7 @@ class ToolRegistry:
             "idempotent": idempotent,
             "strict": strict,
             "reconcile": reconcile,
+            "evidence": evidence,
         }
 
         def register(target: F) -> F:

@@ -205,6 +205,7 @@ def build_tool(
     idempotent: bool = False,
     strict: bool = True,
     reconcile: Reconcile | None = None,
+    evidence: bool = True,
 ) -> RegisteredTool:
     """Turn ``function`` into a `RegisteredTool`; the options are those of `ToolRegistry.tool`.
 
@@ -236,6 +237,7 @@ def build_tool(
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
             sensitive=tuple(p.name for p in shape.parameters if p.sensitive),
+            evidence=evidence,
         )
     except ValidationError as error:
         problems = "; ".join(
