@@ -350,3 +350,37 @@ def test_an_approval_is_removed_from_the_supplied_ones_once_used() -> None:
     assert executed == Counter({"o-1:5": 1})
     assert [r.status for r in result.receipts] == ["ok"]
     assert isinstance(result.receipts[0], Receipt)
+
+
+def test_what_the_model_is_told_is_labelled_by_its_source() -> None:
+    """Denials, unmet checks and refused approvals reach the model labelled by their source."""
+    executed = Counter[str]()
+    denied = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1", amount=5), final("ok")]),
+        _registry(executed, requires_approval=False),
+        policy=deny_tools("refund"),
+        on_denied="observe",
+    ).run_sync("q")
+    checked = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1", amount=5), final("ok")]),
+        _registry(executed, requires_approval=False),
+        policy=allow_writes("refund"),
+        preconditions=[requires_check_before(tool="refund", check="check")],
+    ).run_sync("q")
+    refused = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1", amount=5), final("ok")]),
+        _registry(executed),
+        policy=allow_writes("refund"),
+        approver=lambda r: Approval(request_id=r.id, approved=False, approver="b"),
+        on_approval_denied="observe",
+    ).run_sync("q")
+    sources = [
+        [(e.call_id, e.source) for e in _events(result, "observation_added") if e.call_id]
+        for result in (denied, checked, refused)
+    ]
+    assert sources == [
+        [("c1", "denied")],
+        [("c1", "check_required")],
+        [("c1", "approval_denied")],
+    ]
+    assert executed == Counter()

@@ -472,3 +472,87 @@ def test_a_write_the_process_died_in_is_replayed_as_unknown(tmp_path: Path) -> N
     )
     assert finished.message == "from the write journal; not executed again"
     assert result.stop_reason is StopReason.UNRESOLVED_EFFECT
+
+
+@pytest.mark.parametrize("before_s", [4.0, 9.5])
+def test_the_handler_is_told_attempt_revision_and_the_exact_time_left(before_s: float) -> None:
+    """Each attempt's context names its number, the revision before it, and the run's deadline."""
+    clock = FakeClock()
+    seen: list[ToolContext] = []
+    registry = ToolRegistry()
+    revision = ["r0"]
+
+    @registry.tool
+    def look(ctx: ToolContext) -> str:
+        """Fail once, then read.
+
+        Args:
+            ctx: Injected by the runtime.
+        """
+        seen.append(ctx)
+        revision[0] = f"r{len(seen)}"
+        if len(seen) == 1:
+            raise TransientToolError("busy", retry_after=0)
+        return "ok"
+
+    from ownloop.testing import FunctionModel
+
+    def model_step(request: Any) -> Any:
+        if request.step == 1:
+            clock.advance(before_s)
+            return tool_call("look", "c1")
+        return final("done")
+
+    agent = Agent(
+        FunctionModel(model_step),
+        registry,
+        clock=clock,
+        limits=Limits(deadline_s=10),
+        revision=lambda: revision[0],
+    )
+    start = clock.now()
+    agent.run_sync("q")
+    assert [(ctx.attempt, ctx.revision) for ctx in seen] == [(1, "r0"), (2, "r1")]
+    assert [ctx.deadline for ctx in seen] == [start + timedelta(seconds=10)] * 2
+
+
+def test_tool_finished_reports_duration_and_the_failure_message() -> None:
+    """tool_finished carries the handler's own duration and the failure's message."""
+    clock = FakeClock()
+    registry, _ = _flaky(clock, 1, retry_after=0, work_s=2)
+    from ownloop.testing import FunctionModel
+
+    def model_step(request: Any) -> Any:
+        if request.step == 1:
+            clock.advance(3)
+            return tool_call("flaky", "c1", value=1)
+        return final("done")
+
+    result = Agent(FunctionModel(model_step), registry, clock=clock).run_sync("q")
+    finished = _events(result, "tool_finished")
+    assert [(e.attempt, e.status, e.duration_s, e.message) for e in finished] == [
+        (1, "transient", 2.0, "TransientToolError: busy"),
+        (2, "ok", 2.0, None),
+    ]
+
+
+def test_an_unbelievable_write_receipt_is_pending_at_its_own_revision() -> None:
+    """A write whose receipt is invalid is pending with the revision its receipt named."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def publish() -> Receipt:
+        """Return a receipt for another call."""
+        return Receipt(call_id="other", tool="publish", effect="applied", revision="r-x")
+
+    model = ScriptedModel([tool_call("publish", "c1")])
+    result = Agent(model, registry, policy=allow_writes("publish")).run_sync("q")
+    (pending,) = result.pending
+    assert (pending.call_id, pending.revision) == ("c1", "r-x")
+    assert pending.reason == (
+        "invalid receipt: receipt names call 'other' of tool 'publish', "
+        "expected call 'c1' of 'publish'"
+    )
+    assert result.detail == (
+        "'publish': receipt names call 'other' of tool 'publish', expected call 'c1' of 'publish'"
+    )

@@ -269,3 +269,17 @@ def test_any_known_value_is_gone_from_any_text_around_it(secret: str) -> None:
     redactor = Redactor(values=[secret], defaults=False)
     assert secret not in redactor.redact_text(f"<{secret}>")
     assert secret not in str(redactor.redact({"k": [f"a{secret}b"]}))
+
+
+def test_key_value_text_is_redacted_only_for_rule_keys() -> None:
+    """Text key=value pairs are redacted for rule keys only; no rules, no change."""
+    text = "user=bob password=hunter2 ssn=123-45"
+    assert (
+        Redactor().redact_text(text) == f"user=bob password={redact_marker('hunter2')} ssn=123-45"
+    )
+    assert Redactor(keys=["ssn"], defaults=False).redact_text(text) == (
+        f"user=bob password=hunter2 ssn={redact_marker('123-45')}"
+    )
+    empty = Redactor(defaults=False)
+    assert empty.redact_text(text) is text
+    assert empty.redact({"password": "x", "note": text}) == {"password": "x", "note": text}
