@@ -40,19 +40,27 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     runs = commands.add_parser("runs", help="list and inspect stored runs")
     actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list runs, most recently updated first")
-    listing.add_argument("--state", choices=("running", "paused", "finished"))
-    listing.add_argument("--status", choices=[status.value for status in RunStatus])
+    listing.add_argument(
+        "--state", choices=("running", "paused", "finished"), help="only runs in this state"
+    )
+    listing.add_argument(
+        "--status",
+        choices=[status.value for status in RunStatus],
+        help="only finished runs with this status",
+    )
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
     listing.set_defaults(handler=list_runs)
     show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
-    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON")
     show.add_argument("--trace", action="store_true", help="also print the readable trace")
     show.set_defaults(handler=show_run)
     decide = commands.add_parser("approve", help="approve (or deny) a paused run's request")
-    decide.add_argument("run_id", metavar="RUN_ID")
-    decide.add_argument("request_id", metavar="REQUEST_ID")
+    decide.add_argument("run_id", metavar="RUN_ID", help="the paused run")
+    decide.add_argument(
+        "request_id", metavar="REQUEST_ID", help="the approval request it waits for (runs show)"
+    )
     decide.add_argument("--deny", action="store_true", help="deny instead of approving")
     decide.add_argument("--reason", help="why, recorded in the audit trail")
     decide.add_argument("--approver", help="who decides (default: the current user)")
@@ -60,7 +68,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     for parser in (listing, show, decide):
         _store_options(parser)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
-    proceed.add_argument("run_id", metavar="RUN_ID")
+    proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     proceed.add_argument(
         "--agent",
         required=True,
@@ -98,6 +106,14 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     return SqliteRunStore(path)
 
 
+def _missing_sqlite_store(arguments: argparse.Namespace) -> Path | None:
+    """The SQLite path the command line names, when it names SQLite and the file is absent."""
+    if arguments.dsn or (arguments.db is None and os.environ.get(DATABASE_URL_VARIABLE)):
+        return None
+    path = Path(arguments.db or DEFAULT_DATABASE)
+    return None if path.is_file() else path
+
+
 def list_runs(arguments: argparse.Namespace) -> int:
     """Print the stored runs as a table (or JSON lines).
 
@@ -105,8 +121,16 @@ def list_runs(arguments: argparse.Namespace) -> int:
         arguments: The parsed command line.
 
     Returns:
-        0.
+        0, also when there is no store yet (no run was ever stored there).
     """
+    missing = _missing_sqlite_store(arguments)
+    if missing is not None:
+        if not arguments.json:
+            print(
+                f"no runs: there is no run store at {missing} yet (an Agent with a store= "
+                f"saves runs there; pass --db PATH or --dsn DSN for another store)"
+            )
+        return 0
 
     async def listing(store: RunStore) -> list[Any]:
         return await store.list_runs(
