@@ -330,6 +330,12 @@ EVENT_PAYLOADS += [
         "dropped_turns": 3,
         "summarized": True,
     },
+    {
+        "kind": "configuration_changed",
+        "recorded_digest": "0123456789abcdef",
+        "digest": "fedcba9876543210",
+        "changes": ["limits (max_steps)"],
+    },
 ]
 
 EVENTS = [

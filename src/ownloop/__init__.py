@@ -6,12 +6,13 @@ provider SDK; ``from ownloop import Agent`` loads the runtime, and a model adapt
 ``openai`` SDK only when it is first used.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ownloop._version import __version__
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ownloop.agent import Agent
     from ownloop.clock import Clock, SystemClock
     from ownloop.context import ContextPolicy
@@ -153,12 +154,12 @@ _EXPORTS = {
 """Where each public name lives: ``from ownloop import X`` imports that module on first use."""
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """Import the module of a public name the first time the name is asked for."""
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 

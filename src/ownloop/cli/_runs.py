@@ -76,6 +76,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a callable returning the Agent (same tools, policy and store) to continue with",
     )
     proceed.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    proceed.add_argument(
+        "--accept-changes",
+        action="store_true",
+        help="continue even if the agent's limits, policy or tools differ from the recorded ones",
+    )
     proceed.set_defaults(handler=resume)
 
 
@@ -289,7 +294,7 @@ def resume(arguments: argparse.Namespace) -> int:
 
     async def proceed() -> RunResult:
         try:
-            return await agent.resume(arguments.run_id)
+            return await agent.resume(arguments.run_id, accept_changes=arguments.accept_changes)
         finally:
             close = getattr(agent.store, "close", None)
             if callable(close):

@@ -11,7 +11,9 @@
 A `CompatProfile` (``OWNLOOP_COMPAT``) says what a server accepts.
 """
 
-from typing import TYPE_CHECKING, Any
+from importlib import import_module as _import_module
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+from typing import Any as _Any
 
 from ownloop.models._compat import PROFILES, CompatProfile
 from ownloop.models._port import (
@@ -21,7 +23,7 @@ from ownloop.models._port import (
     model_requests_allowed,
 )
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from ownloop.models._adapter import OpenAIAdapter
     from ownloop.models._chat import OpenAIChatModel
     from ownloop.models._env import from_env
@@ -39,14 +41,12 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _Any:
     """Import an adapter (and with it the openai SDK) the first time it is asked for."""
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(_import_module(module), name)
     globals()[name] = value
     return value
 
