@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import subprocess
 import sys
@@ -151,3 +152,19 @@ def test_the_lazy_facade_lists_every_name_and_refuses_unknown_ones() -> None:
         _ = ownloop.Agnet  # type: ignore[attr-defined]
     with pytest.raises(AttributeError, match="no attribute 'OpenAIChat'"):
         _ = ownloop.models.OpenAIChat  # type: ignore[attr-defined]
+
+
+def test_a_closed_pipe_in_process_ends_the_command_with_status_1(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In process too: a write to a pipe nobody reads ends the command quietly with status 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    stream = open(write_end, "w", encoding="utf-8")  # noqa: SIM115 - closed below
+    monkeypatch.setattr(sys, "stdout", stream)
+    try:
+        assert main(["demo", "--schemas"]) == 1
+        stream.write("after the reader left, writes go nowhere\n")
+        stream.flush()
+    finally:
+        stream.close()
