@@ -168,3 +168,11 @@ def test_a_closed_pipe_in_process_ends_the_command_with_status_1(
         stream.flush()
     finally:
         stream.close()
+
+
+def test_version_in_process_prints_the_package_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """main(['--version']) answers before any parser or command module is built."""
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"ownloop {ownloop.__version__}\n"
