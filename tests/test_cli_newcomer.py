@@ -176,3 +176,23 @@ def test_version_in_process_prints_the_package_version(
     """main(['--version']) answers before any parser or command module is built."""
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"ownloop {ownloop.__version__}\n"
+
+
+ROOT = Path(__file__).resolve().parents[1]
+_DOCUMENTED = re.compile(r"ownloop (?:workers recover|resume) [^`|\n]*")
+
+
+def test_documented_resume_and_recover_commands_have_their_required_options() -> None:
+    """Each 'ownloop resume' and 'ownloop workers recover' in README and docs parses as written."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = [
+        match.group(0).strip().replace("...", "app:factory")
+        for page in pages
+        for match in _DOCUMENTED.finditer(page.read_text(encoding="utf-8"))
+    ]
+    assert any(command.startswith("ownloop workers recover") for command in found)
+    for command in found:
+        argv = command.split()[1:]
+        build_parser(argv[0]).parse_args(argv)  # a missing required option exits: the test fails
+    with pytest.raises(SystemExit):
+        build_parser("workers").parse_args(["workers", "recover", "--executor", "ID"])
