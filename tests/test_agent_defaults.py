@@ -139,6 +139,12 @@ def test_the_default_policy_follows_the_declaration(
 # ----------------------------------------------------------------------------- never offered
 
 
+@pytest.fixture(autouse=True)
+def _fresh_warning_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts as a new process would: no tool reported yet."""
+    monkeypatch.setattr("ownloop._agent_checks._warned", set())
+
+
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
 
@@ -160,6 +166,7 @@ def test_a_tool_the_policy_never_offers_is_named_in_one_warning(
 
     with caplog.at_level(logging.WARNING, logger="ownloop"):
         Agent(ScriptedModel([]), registry)
+        Agent(ScriptedModel([]), registry)  # once per process, not once per agent
     assert _warnings(caplog) == [
         "tool 'cancel' is registered but the policy never offers it (rule default_policy(): "
         "write tool 'cancel' is not explicitly allowed; declare it requires_approval=True to run "

@@ -2,6 +2,8 @@
 
 - `warn_never_offered` logs one warning per registered tool the policy denies to every actor, so a
   tool that can never run does not go unnoticed (it is not an error: a registry may be shared).
+  Each tool and rule is reported once per process: an application that builds an agent per
+  request does not repeat it on every request.
 - `configuration_changes` says what differs between the configuration a run was recorded with
   and the one resuming it; `check_configuration` refuses such a resume unless told to accept it.
 """
@@ -19,6 +21,9 @@ __all__ = ["check_configuration", "configuration_changes", "logger", "warn_never
 
 logger = logging.getLogger("ownloop")
 """The logger the agent's configuration warnings go to."""
+
+_warned: set[tuple[str, str]] = set()
+"""The (tool, rule) pairs already reported in this process."""
 
 
 class _EveryRole(tuple[str, ...]):
@@ -46,15 +51,20 @@ def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
             decisions = [policy.decide(actor, spec, None) for actor in probes]
         except Exception:  # noqa: S112 - a custom rule the probe surprised decides at run time
             continue
-        if all(isinstance(decision, Deny) for decision in decisions):
-            denial = decisions[0]
-            assert isinstance(denial, Deny)
-            logger.warning(
-                "tool %r is registered but the policy never offers it (rule %s: %s)",
-                spec.name,
-                denial.rule or repr(policy),
-                denial.reason,
-            )
+        denial = decisions[0]
+        if not all(isinstance(decision, Deny) for decision in decisions):
+            continue
+        assert isinstance(denial, Deny)
+        rule = denial.rule or repr(policy)
+        if (spec.name, rule) in _warned:
+            continue
+        _warned.add((spec.name, rule))
+        logger.warning(
+            "tool %r is registered but the policy never offers it (rule %s: %s)",
+            spec.name,
+            rule,
+            denial.reason,
+        )
 
 
 def configuration_changes(
