@@ -1,6 +1,7 @@
-"""Test-wide guards: no test reaches the network, and no test may ask a real model.
+"""Test-wide guards and reporting: no test reaches the network, and no test may ask a real model.
 
 Loopback stays open, so tests can start and call local servers (preferred to mocking our code).
+Skipped tests are summed up as one line per reason (``-ra`` would print one line per test).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -56,3 +58,14 @@ def _block_network() -> Iterator[None]:
         patch.setattr(socket.socket, "connect", connect)
         patch.setattr(socket.socket, "connect_ex", connect_ex)
         yield
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Print one line per distinct skip reason, with how many tests it skipped."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    for reason, count in reasons.items():
+        terminalreporter.write_line(f"SKIPPED {count} test{'s' * (count != 1)}: {reason}")

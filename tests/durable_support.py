@@ -35,7 +35,11 @@ def postgres_dsn() -> str:
     except ImportError:
         _unavailable("psycopg is not installed (pip install -e '.[postgres]')", in_ci)
     if not server:
-        _unavailable(f"{DSN_VARIABLE} is not set (see .ci/run to start a server)", in_ci)
+        _unavailable(
+            f"{DSN_VARIABLE} is not set (./scripts/test starts a throwaway server when PostgreSQL"
+            " is installed or installable; or export the DSN of a server you run)",
+            in_ci,
+        )
     return _session_database(str(server))
 
 

@@ -4,7 +4,7 @@
 answers each POST with the next scripted `Reply` (status, headers, a whole body or server-sent
 events written as separate chunks), or with a function of the request, and records every request.
 `request_schema_errors` validates a request body against the OpenAI OpenAPI spec kept in
-``../shared/conformance/openai/spec``.
+``tests/fixtures/openai/spec`` (a copy of the shared conformance corpus).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from ownloop.contracts import Message, ModelRequest, ModelSettings, ToolSpec, Us
 from ownloop.exceptions import ProviderError
 from ownloop.models import allow_model_requests
 
-CONFORMANCE = Path(__file__).resolve().parents[1].parent / "shared" / "conformance" / "openai"
-"""The shared conformance folder: beside the repository, as in CI."""
+CONFORMANCE = Path(__file__).resolve().parent / "fixtures" / "openai"
+"""The conformance corpus, copied into the repository (see its PROVENANCE.md)."""
 
 
 @dataclass

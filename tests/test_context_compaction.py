@@ -250,7 +250,9 @@ def test_the_context_page_runs_and_shows_what_it_prints(capsys) -> None:
     assert (event.before_tokens, event.after_tokens, event.dropped_messages) == (1626, 639, 4)
     assert (event.dropped_turns, event.summarized) == (2, False)
     refused = page["refused"]
-    assert refused.detail.endswith("limit 500, observed 1004")
+    assert refused.detail.endswith(
+        "limit 500, observed 1004 = 0 tokens used + about 1004 estimated for the next request"
+    )
 
 
 def test_the_default_policy_meets_the_context_benchmark_target() -> None:

@@ -341,6 +341,12 @@ EVENT_PAYLOADS += [
         "error": "OSError: disk full",
         "failed_seq": 4,
     },
+    {
+        "kind": "configuration_changed",
+        "recorded_digest": "0123456789abcdef",
+        "digest": "fedcba9876543210",
+        "changes": ["limits (max_steps)"],
+    },
 ]
 
 EVENTS = [

@@ -131,7 +131,7 @@ def test_the_cost_page_runs_and_its_tables_are_the_estimators(capsys) -> None:
     result = page["result"]
     assert (result.status, result.stop_reason, result.usage.steps) == ("stopped", "max_cost", 3)
     assert round(result.usage.cost, 4) == 0.0154
-    assert (
-        result.detail
-        == "budget max_cost exhausted before model call: limit 0.02, observed 0.030555"
+    assert result.detail == (
+        "budget max_cost exhausted before model call: limit 0.02, observed 0.030555 = 0.01542 "
+        "spent + about 0.015135 estimated for the next request"
     )

@@ -244,14 +244,25 @@ def test_lookup_export_is_not_authoritative() -> None:
     }
 
 
-def test_cli_demo_harness_prints_one_json_line_per_scenario(
+def test_cli_demo_harness_json_prints_one_json_line_per_scenario(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """'ownloop demo harness' prints five JSON lines and exits 0 when all are as expected."""
-    assert main(["demo", "harness"]) == 0
+    """'ownloop demo harness --json' prints five JSON lines and exits 0 when all are as expected."""
+    assert main(["demo", "harness", "--json"]) == 0
     lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert [line["scenario"] for line in lines] == list(SCENARIOS)
     assert all(line["as_expected"] for line in lines)
+
+
+def test_cli_demo_harness_prints_one_readable_line_per_scenario(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """'ownloop demo harness' prints each scenario's outcome and lesson, one line each."""
+    assert main(["demo", "harness"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(SCENARIOS)
+    assert "paused (approval_required)" in lines[-1]
+    assert all("as expected: " in line for line in lines)
 
 
 def test_cli_demo_defaults_to_research(capsys: pytest.CaptureFixture[str]) -> None:

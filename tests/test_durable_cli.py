@@ -92,12 +92,25 @@ def test_runs_show_json_holds_every_record(paused: Job, capsys: pytest.CaptureFi
 def test_unknown_run_and_missing_store_are_usage_errors(
     paused: Job, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An unknown run id or a store file that does not exist exits 2 with a message."""
+    """An unknown run id, or showing a run of a store file that does not exist, exits 2."""
     assert main(["runs", "show", "nope", "--db", paused.database]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
-    assert main(["runs", "list", "--db", str(tmp_path / "absent.db")]) == 2
+    assert main(["runs", "show", "nope", "--db", str(tmp_path / "absent.db")]) == 2
     assert "no run store at" in capsys.readouterr().err
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_runs_list_without_a_store_says_there_are_no_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'runs list' where no store exists yet prints that there are no runs and exits 0."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("OWNLOOP_DATABASE_URL", raising=False)
+    assert main(["runs", "list"]) == 0
+    assert capsys.readouterr().out.startswith("no runs: there is no run store at ownloop.db")
+    assert main(["runs", "list", "--json", "--db", "elsewhere.db"]) == 0
+    assert capsys.readouterr().out == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_runs_needs_an_action() -> None:

@@ -70,8 +70,9 @@ def test_writes_are_denied_by_default_and_not_offered() -> None:
     assert executed["refund"] == 0
     assert {spec.name for spec in model.requests[0].tools} == {"find_orders", "read_note"}
     denied = next(event for event in result.trace if event.kind == "tool_denied")
-    assert denied.rule == "allow_writes()"
+    assert denied.rule == "default_policy()"
     assert "allow_writes('refund')" in denied.reason
+    assert "requires_approval=True" in denied.reason
 
 
 def test_no_allowed_tools_means_nothing_offered_and_nothing_executed() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +80,15 @@ def test_run_without_a_key_names_the_variable(
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert run("q") == 2
     assert "OPENAI_API_KEY" in capsys.readouterr().err
+
+
+def test_run_trace_writes_json_lines_for_trace_show(
+    endpoint: OpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """'ownloop run --trace FILE' appends the run's events, which 'trace show' reads back."""
+    trace = tmp_path / "run.jsonl"
+    assert run("evaluation", "--trace", str(trace)) == 0
+    assert KEY not in trace.read_text()
+    capsys.readouterr()
+    assert main(["trace", "show", str(trace)]) == 0
+    assert "stop     completed (final_output)" in capsys.readouterr().out

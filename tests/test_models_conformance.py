@@ -1,4 +1,4 @@
-"""Conformance: every recorded exchange in ../shared/conformance/openai, replayed over real HTTP.
+"""Conformance: every recorded exchange in tests/fixtures/openai, replayed over real HTTP.
 
 For each fixture a local server replays the recorded responses (status, headers, body or SSE
 stream) to the real `openai` client inside our adapter. Each outcome, read through the public
@@ -357,8 +357,8 @@ async def _play(fixture: dict[str, Any], server: OpenAIServer) -> list[Any]:
 
 
 def test_conformance_cases_are_all_present() -> None:
-    """The shared conformance folder is there, with every case of the index (never skipped)."""
-    assert CONFORMANCE.is_dir(), f"missing {CONFORMANCE}: clone the repository beside shared/"
+    """The conformance corpus is in the repository, with every case of the index (never skipped)."""
+    assert CONFORMANCE.is_dir(), f"missing {CONFORMANCE}: the corpus is part of the repository"
     for folder, count in FOLDERS.items():
         assert len(list((CONFORMANCE / folder).glob("*.json"))) == count, folder
 

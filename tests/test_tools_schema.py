@@ -18,7 +18,7 @@ from ownloop.contracts import ToolSpec
 from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.tools import RegisteredTool, Sensitive, ToolContext, ToolRegistry
 
-OPENAPI = Path("/work/shared/conformance/openai/spec/openapi.yaml")
+OPENAPI = Path(__file__).resolve().parent / "fixtures" / "openai" / "spec" / "openapi.yaml"
 
 # ----------------------------------------------------------------------------- strict-mode rules
 # The rules OpenAI strict mode imposes, written down independently of the implementation.

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
+from ownloop._agent_checks import check_configuration, warn_never_offered
 from ownloop._agent_support import check_requests, run_blocking, sdk_version, snapshot_of_result
 from ownloop._text import clean_text
 from ownloop._version import __version__
@@ -26,6 +27,7 @@ from ownloop.contracts import (
     Actor,
     Approval,
     AssistantMessage,
+    ConfigurationChanged,
     JournalEntry,
     Limits,
     Message,
@@ -139,6 +141,7 @@ class Agent:
         self.model = model
         self.tools = tools if tools is not None else ToolRegistry()
         self.policy = policy if policy is not None else default_policy()
+        warn_never_offered(self.policy, self.tools.specs())
         self.limits = self.policy.apply_budgets(limits if limits is not None else Limits())
         if self.limits.max_cost is not None and prices is None:
             raise ConfigurationError("limits.max_cost needs a price table: Agent(prices=...)")
@@ -352,7 +355,11 @@ class Agent:
         )
 
     async def resume(
-        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+        self,
+        paused: RunResult | str,
+        *,
+        approvals: Iterable[Approval] = (),
+        accept_changes: bool = False,
     ) -> RunResult:
         """Continue a paused (or, from a store, interrupted) run exactly where it stopped.
 
@@ -361,13 +368,17 @@ class Agent:
                 run paused for approval, or one whose worker died mid-run).
             approvals: Decisions, each naming a request the run waits for (or an exact digest);
                 decisions submitted to the store (``ownloop approve``) are added.
+            accept_changes: Continue even if this agent's limits, policy, validators or tools
+                differ from those the run was recorded with (``versions.policy_digest``); the
+                change is recorded as a ``configuration_changed`` trace event.
 
         Returns:
             The result of the continued run; its trace holds the events from before.
 
         Raises:
             ConfigurationError: If the run is finished, or an approval names a request the run
-                is not waiting for, or a run id is given without a store.
+                is not waiting for, or a run id is given without a store, or the configuration
+                differs from the recorded one and ``accept_changes`` is false.
             RunNotFound: If the store has no such run.
             RunLeased: If another worker is executing the run.
         """
@@ -375,7 +386,7 @@ class Agent:
         if isinstance(paused, RunResult) and self.store is None:
             snapshot = snapshot_of_result(paused)
             return await self._driver.drive(
-                run_loop(self._config, self._restore(snapshot, decisions, []))
+                run_loop(self._config, self._restore(snapshot, decisions, [], accept_changes))
             )
         run_id = paused if isinstance(paused, str) else paused.run_id
         store = self.store
@@ -391,7 +402,10 @@ class Agent:
             applied = {*stored.snapshot.approvals, *stored.snapshot.available_approvals}
             submitted = [a for a in await store.submitted_approvals(run_id) if a not in applied]
             state = self._restore(
-                stored.snapshot, [*submitted, *decisions], await store.journal(run_id)
+                stored.snapshot,
+                [*submitted, *decisions],
+                await store.journal(run_id),
+                accept_changes,
             )
             loop = run_loop(self._config, state)
             return await self._driver.drive(loop, RunSession(store, lease, stored.version))
@@ -405,6 +419,7 @@ class Agent:
         journal: list[JournalEntry],
         *,
         clock: Clock | None = None,
+        accept_changes: bool = False,
     ) -> RunState:
         """Rebuild a resumable run's state from its snapshot and write journal (what `resume` does).
 
@@ -413,21 +428,23 @@ class Agent:
             approvals: Decisions to apply, each naming a request the run waits for.
             journal: The run's write journal.
             clock: The clock the run reads; the agent's by default.
+            accept_changes: Continue under a configuration that differs from the recorded one.
 
         Returns:
             The state, ready for the loop core.
 
         Raises:
-            ConfigurationError: If the run is finished or an approval names a request the run is
-                not waiting for.
+            ConfigurationError: If the run is finished, an approval names a request the run is
+                not waiting for, or the configuration changed and ``accept_changes`` is false.
         """
-        return self._restore(snapshot, list(approvals), journal, clock)
+        return self._restore(snapshot, list(approvals), journal, accept_changes, clock)
 
     def _restore(
         self,
         snapshot: RunSnapshot,
         decisions: list[Approval],
         journal: list[JournalEntry],
+        accept_changes: bool = False,
         clock: Clock | None = None,
     ) -> RunState:
         """Rebuild a resumable run's state, refusing finished runs and misaddressed approvals."""
@@ -437,31 +454,50 @@ class Agent:
                 f"run {snapshot.run_id} is {status}, not paused: it cannot be resumed"
             )
         check_requests(snapshot, decisions)
+        offered = self.offered_tools(snapshot.actor)
+        changes = check_configuration(
+            snapshot, self._config.versions, self.limits, offered, accept=accept_changes
+        )
         state = restore_state(
             snapshot,
             clock=clock if clock is not None else self._config.clock,
             sinks=self._sinks,
-            tools=self.offered_tools(snapshot.actor),
+            tools=offered,
             approvals=decisions,
             journal=journal,
             redactor=self._trace_redactor(),
         )
         state.pending_calls = self._pending_calls(state)
+        if changes:
+            state.trace.emit(
+                ConfigurationChanged,
+                recorded_digest=snapshot.versions.policy_digest,
+                digest=self._config.versions.policy_digest,
+                changes=tuple(changes),
+            )
         return state
 
     def resume_sync(
-        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+        self,
+        paused: RunResult | str,
+        *,
+        approvals: Iterable[Approval] = (),
+        accept_changes: bool = False,
     ) -> RunResult:
         """Resume a paused run from synchronous code; the same as awaiting `resume`.
 
         Args:
             paused: The paused run's result, or a run id to load from the store.
             approvals: The decisions.
+            accept_changes: Continue under a configuration that differs from the recorded one.
 
         Returns:
             The result of the continued run.
         """
-        return run_blocking(lambda: self.resume(paused, approvals=approvals), "resume")
+        return run_blocking(
+            lambda: self.resume(paused, approvals=approvals, accept_changes=accept_changes),
+            "resume",
+        )
 
     def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
         """Re-validate the calls of pending writes from the conversation, for their lookups."""

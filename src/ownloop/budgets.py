@@ -58,6 +58,8 @@ class BudgetBreach:
         observed: What the run had used when checked.
         checkpoint: Where the check was made.
         stop_reason: The stop reason this breach ends the run with.
+        upcoming: The part of ``observed`` that is an estimate of the next request (tokens or
+            money) rather than already used; 0 when ``observed`` was all used.
     """
 
     budget: str
@@ -65,13 +67,35 @@ class BudgetBreach:
     observed: float
     checkpoint: Checkpoint
     stop_reason: StopReason
+    upcoming: float = 0.0
 
     def describe(self) -> str:
-        """Return a sentence naming the budget, its limit and what was observed."""
+        """Return a sentence naming the budget, its limit and what the observed figure is."""
         return (
             f"budget {self.budget} exhausted {self.checkpoint.replace('_', ' ')}: "
-            f"limit {self.limit:g}, observed {self.observed:g}"
+            f"limit {_figure(self.limit)}, observed {self._observed()}"
         )
+
+    def _observed(self) -> str:
+        if self.budget == "deadline_s":
+            waiting = self.checkpoint == "before_retry"
+            how = "counting the retry wait about to begin" if waiting else "elapsed"
+            return f"{self.observed:.2f}s of wall time {how}"
+        if self.budget == "max_total_tokens":
+            used = f"{_figure(self.observed - self.upcoming)} tokens used"
+        elif self.budget == "max_cost":
+            used = f"{_figure(self.observed - self.upcoming)} spent"
+        else:
+            return _figure(self.observed)
+        if not self.upcoming:
+            return used
+        estimate = f"about {_figure(self.upcoming)} estimated for the next request"
+        return f"{_figure(self.observed)} = {used} + {estimate}"
+
+
+def _figure(value: float) -> str:
+    """A count as a whole number, any other amount to six significant digits."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:g}"
 
 
 def _reached(
@@ -116,6 +140,7 @@ def check_tokens(
             usage.total_tokens + upcoming,
             checkpoint,
             StopReason.MAX_TOTAL_TOKENS,
+            upcoming=upcoming,
         )
     return _reached(
         "max_total_tokens",
@@ -161,6 +186,7 @@ def check_cost(limits: Limits, usage: Usage, upcoming: float) -> BudgetBreach | 
         usage.cost + upcoming,
         "before_model_call",
         StopReason.MAX_COST,
+        upcoming=upcoming,
     )
 
 

@@ -3,19 +3,15 @@
 The endpoint comes from ``OPENAI_API_KEY``, ``OPENAI_MODEL`` and ``OPENAI_BASE_URL`` (any
 OpenAI-compatible server); ``OWNLOOP_API`` picks the wire API and ``OWNLOOP_COMPAT`` the
 compatibility profile, and the flags override both. The run uses the offline demo's corpus tools
-and citation check, so only the model is real. Output is the demo's summary, or ``--json``.
+and citation check, so only the model is real. Output is the demo's summary, or ``--json``;
+``--trace FILE`` appends the trace as JSON lines for ``ownloop trace show|diagnose``.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from ownloop.agent import Agent
-from ownloop.cli._demo import print_summary
-from ownloop.contracts import Limits
-from ownloop.demo.research import DEFAULT_QUESTION, build_registry
-from ownloop.models import from_env
-from ownloop.validators import citations_observed
+from ownloop.cli._demo import add_trace_option, print_summary, trace_sinks
 
 __all__ = ["INSTRUCTIONS", "register", "run_research"]
 
@@ -39,8 +35,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="research a question with the model in the environment (OPENAI_API_KEY, "
         "OPENAI_MODEL, OPENAI_BASE_URL)",
     )
-    run.add_argument("question", nargs="?", default=DEFAULT_QUESTION, help="what to research")
+    run.add_argument(
+        "question", nargs="?", default=None, help="what to research (default: the demo's question)"
+    )
     run.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    add_trace_option(run)
     run.add_argument("--stream", action="store_true", help="stream the model's replies (SSE)")
     run.add_argument(
         "--api",
@@ -71,6 +70,12 @@ def run_research(arguments: argparse.Namespace) -> int:
         ConfigurationError: If the environment does not name a usable endpoint (the message
             names the variable to set).
     """
+    from ownloop.agent import Agent
+    from ownloop.contracts import Limits
+    from ownloop.demo.research import DEFAULT_QUESTION, build_registry
+    from ownloop.models import from_env
+    from ownloop.validators import citations_observed
+
     model = from_env(api=arguments.api, compat=arguments.compat)
     agent = Agent(
         model,
@@ -84,8 +89,9 @@ def run_research(arguments: argparse.Namespace) -> int:
         validators=[citations_observed(min_citations=1)],
         instructions=INSTRUCTIONS,
         stream=arguments.stream,
+        trace_sinks=trace_sinks(arguments),
     )
-    result = agent.run_sync(arguments.question)
+    result = agent.run_sync(arguments.question or DEFAULT_QUESTION)
     if arguments.json:
         print(result.model_dump_json(indent=2))
     else:

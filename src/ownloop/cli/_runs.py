@@ -41,13 +41,19 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     runs = commands.add_parser("runs", help="list and inspect stored runs")
     actions = runs.add_subparsers(dest="runs_command", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="list runs, most recently updated first")
-    listing.add_argument("--state", choices=("running", "paused", "finished"))
-    listing.add_argument("--status", choices=[status.value for status in RunStatus])
+    listing.add_argument(
+        "--state", choices=("running", "paused", "finished"), help="only runs in this state"
+    )
+    listing.add_argument(
+        "--status",
+        choices=[status.value for status in RunStatus],
+        help="only finished runs with this status",
+    )
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
     listing.set_defaults(handler=list_runs)
     show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
-    show.add_argument("run_id", metavar="RUN_ID")
+    show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
     show.add_argument("--json", action="store_true", help="print the stored records as JSON")
     show.add_argument("--trace", action="store_true", help="also print the readable trace")
     show.add_argument(
@@ -57,8 +63,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     show.set_defaults(handler=show_run)
     decide = commands.add_parser("approve", help="approve (or deny) a paused run's request")
-    decide.add_argument("run_id", metavar="RUN_ID")
-    decide.add_argument("request_id", metavar="REQUEST_ID")
+    decide.add_argument("run_id", metavar="RUN_ID", help="the paused run")
+    decide.add_argument(
+        "request_id", metavar="REQUEST_ID", help="the approval request it waits for (runs show)"
+    )
     decide.add_argument("--deny", action="store_true", help="deny instead of approving")
     decide.add_argument("--reason", help="why, recorded in the audit trail")
     decide.add_argument("--approver", help="who decides (default: the current user)")
@@ -66,7 +74,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     for parser in (listing, show, decide):
         _store_options(parser)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
-    proceed.add_argument("run_id", metavar="RUN_ID")
+    proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     proceed.add_argument(
         "--agent",
         required=True,
@@ -74,6 +82,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="a callable returning the Agent (same tools, policy and store) to continue with",
     )
     proceed.add_argument("--json", action="store_true", help="print the whole RunResult as JSON")
+    proceed.add_argument(
+        "--accept-changes",
+        action="store_true",
+        help="continue even if the agent's limits, policy or tools differ from the recorded ones",
+    )
     proceed.set_defaults(handler=resume)
 
 
@@ -104,6 +117,14 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     return SqliteRunStore(path)
 
 
+def _missing_sqlite_store(arguments: argparse.Namespace) -> Path | None:
+    """The SQLite path the command line names, when it names SQLite and the file is absent."""
+    if arguments.dsn or (arguments.db is None and os.environ.get(DATABASE_URL_VARIABLE)):
+        return None
+    path = Path(arguments.db or DEFAULT_DATABASE)
+    return None if path.is_file() else path
+
+
 def list_runs(arguments: argparse.Namespace) -> int:
     """Print the stored runs as a table (or JSON lines).
 
@@ -111,8 +132,16 @@ def list_runs(arguments: argparse.Namespace) -> int:
         arguments: The parsed command line.
 
     Returns:
-        0.
+        0, also when there is no store yet (no run was ever stored there).
     """
+    missing = _missing_sqlite_store(arguments)
+    if missing is not None:
+        if not arguments.json:
+            print(
+                f"no runs: there is no run store at {missing} yet (an Agent with a store= "
+                f"saves runs there; pass --db PATH or --dsn DSN for another store)"
+            )
+        return 0
 
     async def listing(store: RunStore) -> list[Any]:
         return await store.list_runs(
@@ -291,7 +320,7 @@ def resume(arguments: argparse.Namespace) -> int:
 
     async def proceed() -> RunResult:
         try:
-            return await agent.resume(arguments.run_id)
+            return await agent.resume(arguments.run_id, accept_changes=arguments.accept_changes)
         finally:
             close = getattr(agent.store, "close", None)
             if callable(close):

@@ -23,6 +23,7 @@ __all__ = [
     "ApprovalRequested",
     "BudgetExhausted",
     "CompletionRejected",
+    "ConfigurationChanged",
     "ContextCompacted",
     "EffectReconciled",
     "EventBase",
@@ -455,6 +456,24 @@ class SinkFailed(EventBase):
     failed_seq: int = Field(ge=1)
 
 
+class ConfigurationChanged(EventBase):
+    """A run was resumed under another configuration than it was recorded with, on purpose.
+
+    Emitted when ``resume(..., accept_changes=True)`` continues a run whose recorded
+    ``versions.policy_digest`` differs from the resuming agent's.
+
+    Attributes:
+        recorded_digest: The digest the run was recorded with.
+        digest: The digest it continues under.
+        changes: What differs, in words (limits, offered tools, policy or validators).
+    """
+
+    kind: Literal["configuration_changed"] = "configuration_changed"
+    recorded_digest: str | None = Field(default=None, max_length=128)
+    digest: str | None = Field(default=None, max_length=128)
+    changes: tuple[str, ...] = ()
+
+
 TraceEvent = Annotated[
     RunStarted
     | ModelRequested
@@ -477,7 +496,8 @@ TraceEvent = Annotated[
     | RevisionAudited
     | EffectReconciled
     | ContextCompacted
-    | SinkFailed,
+    | SinkFailed
+    | ConfigurationChanged,
     Field(discriminator="kind"),
 ]
 """Any trace event, discriminated by ``kind``."""

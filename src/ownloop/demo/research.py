@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from pydantic import Field
@@ -17,6 +18,7 @@ from ownloop.agent import Agent
 from ownloop.contracts import Limits, ModelRequest, ModelResponse, ToolCall, ToolMessage
 from ownloop.models import AgentModel
 from ownloop.tools import ToolRegistry
+from ownloop.tracing import TraceSink
 from ownloop.validators import citations_observed
 
 __all__ = ["CORPUS", "DEFAULT_QUESTION", "ResearchModel", "build_agent", "build_registry"]
@@ -166,12 +168,18 @@ def _records(content: str) -> list[dict[str, Any]]:
     return [item for item in items if isinstance(item, dict)]
 
 
-def build_agent(model: AgentModel | None = None, *, limits: Limits | None = None) -> Agent:
+def build_agent(
+    model: AgentModel | None = None,
+    *,
+    limits: Limits | None = None,
+    trace_sinks: Sequence[TraceSink] = (),
+) -> Agent:
     """Return the demo agent: the research tools, a citation check and small budgets.
 
     Args:
         model: The model port to use; the deterministic `ResearchModel` by default.
         limits: The budgets; ``max_steps=6`` and friends by default.
+        trace_sinks: Where the trace goes besides the result (for example a `JsonlSink`).
 
     Returns:
         The agent.
@@ -183,4 +191,5 @@ def build_agent(model: AgentModel | None = None, *, limits: Limits | None = None
         validators=[citations_observed(min_citations=1)],
         instructions="Answer the question using only the corpus tools. Cite every document "
         "you rely on as [ID]. If the corpus has nothing relevant, stop.",
+        trace_sinks=trace_sinks,
     )

@@ -336,8 +336,11 @@ def _message(error: BaseException) -> str:
 def _describe(error: BaseException) -> dict[str, Any]:
     if isinstance(error, ProviderError):
         described: dict[str, Any] = bound_value(clean_json(error.describe()))
-        return described
-    return {"type": type(error).__name__, "message": bound_value(safe_str(error))}
+    else:
+        described = {"type": type(error).__name__, "message": bound_value(safe_str(error))}
+    if not described.get("message"):  # say what failed even when the exception says nothing
+        described["message"] = f"{type(error).__name__} raised without a message"
+    return described
 
 
 def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:

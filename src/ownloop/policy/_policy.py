@@ -215,12 +215,16 @@ def allow_writes(*names: str) -> Policy:
 
 
 def default_policy() -> Policy:
-    """Return the policy of an agent built without one: reads allowed, every write denied.
+    """Return the policy of an agent built without one: reads run, writes need approval or leave.
+
+    Read tools are allowed. A write tool declared ``requires_approval=True`` is offered and each
+    call pauses for an exact approval (its declaration says it runs once a person approves). Any
+    other write is denied and never offered. A policy passed to the agent replaces this one.
 
     Returns:
-        ``allow_writes()``.
+        The default policy (it reads ``default_policy()`` in reprs and digests).
     """
-    return allow_writes()
+    return Policy(*_rules.declared_writes())
 
 
 def require_role(role: str, *tools: str) -> Policy:

@@ -19,6 +19,7 @@ __all__ = [
     "NamedRule",
     "allow_tools",
     "allow_writes",
+    "declared_writes",
     "deny_tools",
     "refuse_sql_writes",
     "require_approval_for",
@@ -89,6 +90,28 @@ def allow_writes(*names: str) -> NamedRule:
         )
 
     return rule, f"allow_writes({_listing(allowed)})"
+
+
+def declared_writes() -> NamedRule:
+    """The default rule: reads allowed, writes declared ``requires_approval`` need an approval.
+
+    A write tool declared ``@registry.tool(effect="write", requires_approval=True)`` is offered
+    and each call pauses for an approval bound to its exact arguments; any other write is denied
+    until a policy allows it.
+    """
+
+    def rule(_actor: Actor | None, spec: ToolSpec, _args: Mapping[str, Any] | None) -> Decision:
+        if spec.effect == "read":
+            return ALLOW
+        if spec.requires_approval:
+            return RequireApproval("the tool requires approval")
+        return Deny(
+            f"write tool {spec.name!r} is not explicitly allowed; declare it "
+            f"requires_approval=True to run it once a person approves, or allow it with "
+            f"allow_writes({spec.name!r})"
+        )
+
+    return rule, "default_policy()"
 
 
 def require_role(role: str, *tools: str) -> NamedRule:

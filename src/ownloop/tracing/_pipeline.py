@@ -17,7 +17,6 @@ from datetime import date, datetime, time, timedelta
 from enum import Enum
 from typing import Any, Literal, TypeVar, Union, get_args, get_origin
 
-import structlog
 from pydantic import BaseModel, ValidationError
 
 from ownloop.contracts import EventBase
@@ -74,15 +73,22 @@ class _Render:
         return event_dict
 
 
-class _TraceLogger(structlog.BoundLoggerBase):
-    """A bound logger with one method, following structlog's pattern for custom wrappers."""
+@functools.cache
+def _trace_logger_class() -> type[Any]:
+    """The bound logger class, built on first use: structlog loads only when a run traces."""
+    import structlog
 
-    def trace(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
-        # _process_event is the hook structlog documents for wrapper classes; passing the
-        # payload as a dict spares two copies of it per event.
-        args, kwargs = self._process_event("trace", kind, payload)
-        processed: dict[str, Any] = self._logger.trace(*args, **kwargs)
-        return processed
+    class _TraceLogger(structlog.BoundLoggerBase):
+        """A bound logger with one method, following structlog's pattern for custom wrappers."""
+
+        def trace(self, kind: str, payload: dict[str, Any]) -> dict[str, Any]:
+            # _process_event is the hook structlog documents for wrapper classes; passing the
+            # payload as a dict spares two copies of it per event.
+            args, kwargs = self._process_event("trace", kind, payload)
+            processed: dict[str, Any] = self._logger.trace(*args, **kwargs)
+            return processed
+
+    return _TraceLogger
 
 
 class TracePipeline:
@@ -98,7 +104,7 @@ class TracePipeline:
         self.redactor = redactor
         self._plans: dict[str, tuple[str, ...]] = {}  # by kind, for the processors
         self.processors = (self.redact, self.bound, self.render)
-        self._logger = _TraceLogger(_Render(), self.processors, {"run_id": run_id})
+        self._logger = _trace_logger_class()(_Render(), self.processors, {"run_id": run_id})
 
     def process(self, event: EventT) -> EventT:
         """Run one event through the chain and return the event every sink may see.

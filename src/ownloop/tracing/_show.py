@@ -15,6 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ownloop.contracts import (
+    ApprovalDecided,
+    ApprovalRequested,
     BudgetExhausted,
     CompletionRejected,
     EventBase,
@@ -25,6 +27,7 @@ from ownloop.contracts import (
     OutputTruncated,
     RetryScheduled,
     RunFinished,
+    RunResumed,
     RunStarted,
     ToolFinished,
     ToolProposed,
@@ -47,8 +50,8 @@ class TimelineEntry(BaseModel):
         seq: The sequence number of the event the line ends with.
         offset_s: Seconds since the run's first event.
         step: The model step the line belongs to, if any.
-        phase: ``start``, ``think``, ``retry``, ``act``, ``reject``, ``run``, ``observe``,
-            ``budget``, ``note``, ``stop`` or ``event``.
+        phase: ``start``, ``think``, ``retry``, ``act``, ``reject``, ``approve``, ``run``,
+            ``observe``, ``budget``, ``note``, ``resume``, ``stop`` or ``event``.
         kind: The event's kind.
         text: What happened.
     """
@@ -159,6 +162,9 @@ def _entry(event: EventBase, origin: datetime, step: int | None, phase: str, tex
 
 
 def _line(event: EventBase) -> tuple[str, str]:  # noqa: PLR0911 - one branch per event kind
+    paused = _pause_line(event)
+    if paused is not None:
+        return paused
     match event:
         case RunStarted():
             tools = ", ".join(event.tools) or "none"
@@ -186,13 +192,32 @@ def _line(event: EventBase) -> tuple[str, str]:  # noqa: PLR0911 - one branch pe
         case ToolRejected() | CompletionRejected():
             return "reject", describe_event(event)
         case BudgetExhausted():
-            amounts = f"{event.observed:g} of {event.limit:g}"
+            amounts = f"{_number(event.observed)} of {_number(event.limit)}"
             return "budget", f"{event.budget} exhausted: {amounts} at {event.checkpoint}"
         case OutputTruncated():
             return "note", f"final answer cut: {describe_event(event)}"
         case RunFinished():
             return "stop", f"{event.status.value} ({event.stop_reason.value}): {event.detail}"
     return "event", f"{getattr(event, 'kind', 'event')}: {describe_event(event)}"
+
+
+def _pause_line(event: EventBase) -> tuple[str, str] | None:
+    """The lines of approvals and resumes, or None for another kind."""
+    match event:
+        case ApprovalRequested():
+            request = f"{event.tool} [{event.call_id}] needs approval {event.request_id}"
+            return "approve", f"{request}: {event.reason}"
+        case ApprovalDecided():
+            decision = "approved" if event.approved else "denied"
+            why = f": {event.reason}" if event.reason else ""
+            return (
+                "approve",
+                f"{event.request_id} [{event.call_id}] {decision} by {event.approver}{why}",
+            )
+        case RunResumed():
+            used = f"{_number(event.elapsed_s)}s already used"
+            return "resume", f"resumed with {event.approvals} decision(s); {used}"
+    return None
 
 
 def _response(event: ModelResponded) -> str:
@@ -220,4 +245,9 @@ def _versions(versions: dict[str, Any]) -> str:
 
 
 def _budget(use: BudgetUse) -> str:
-    return f"{use.name} {use.used:g}/{use.limit:g} ({use.ratio:.0%})"
+    return f"{use.name} {_number(use.used)}/{_number(use.limit)} ({use.ratio:.0%})"
+
+
+def _number(value: float) -> str:
+    """Whole numbers as they are; others to two decimals (seconds, money), never in e-notation."""
+    return f"{value:.0f}" if float(value).is_integer() else f"{value:.2f}"

@@ -1,0 +1,117 @@
+# Set-up steps shared by ./scripts/test, ./scripts/demo and .ci/run. Source it; do not run it.
+#
+# Each step either provides what it promises or, where the machine cannot (no binaries, not root,
+# no apt), prints ONE line that says what is missing and how to enable it, and returns non-zero
+# so the caller can decide. A step that has nothing to do prints nothing. To add a step (an MCP
+# server from npm, a Debian package, a local wheel), write one more `setup_*` function in the same
+# shape and call it from scripts/test.
+#
+# Expects the caller to have done `cd` to the repository root and `set -euo pipefail`.
+
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_BAR=off
+
+# Print one line prefixed so set-up output is easy to tell from test output.
+say() { printf 'setup: %s\n' "$*"; }
+
+# True when this process may install Debian packages.
+can_apt() { [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; }
+
+_APT_UPDATED=
+# apt_install PACKAGE...: install Debian packages (root only), running `apt-get update` once.
+apt_install() {
+    can_apt || return 1
+    say "installing $* (apt-get)"
+    if [[ -z $_APT_UPDATED ]]; then
+        apt-get update -qq >/dev/null || return 1
+        _APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# setup_venv EXTRAS: a .venv with the project installed editable with EXTRAS (e.g. "[dev]" or "").
+# A stamp records a hash of pyproject.toml, the extras and the interpreter: while it matches,
+# nothing is reinstalled (the install is editable, so source changes need no reinstall either).
+setup_venv() {
+    local extras=$1
+    if ! python3 -c 'import ensurepip' 2>/dev/null; then
+        # Debian ships venv support (ensurepip) in a separate package that a bare image may lack.
+        apt_install python3-venv || {
+            say "python3 has no venv support: install python3-venv (as root) and run again"
+            return 1
+        }
+    fi
+    if [[ ! -x .venv/bin/python ]] || ! .venv/bin/python -c '' 2>/dev/null; then
+        rm -rf .venv
+        python3 -m venv .venv
+    fi
+    local want
+    want=$(_install_hash "$extras")
+    if [[ -z $extras && -f .venv/.ownloop-install-dev-.stamp \
+        && $(cat .venv/.ownloop-install-dev-.stamp) == "$(_install_hash '[dev]')" ]]; then
+        return 0 # the dev install is a superset of the plain one
+    fi
+    local stamp=".venv/.ownloop-install${extras//[^a-z]/-}.stamp"
+    if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
+        return 0
+    fi
+    say "installing ownloop$extras into .venv (first run, or pyproject.toml changed)"
+    .venv/bin/pip install -q -e ".$extras"
+    printf '%s\n' "$want" >"$stamp"
+}
+
+_install_hash() {
+    local sum
+    sum=$({ cat pyproject.toml; echo "extras=$1"; .venv/bin/python --version; } | sha256sum)
+    printf '%s' "${sum%% *}"
+}
+
+# setup_postgres: make OWNLOOP_TEST_POSTGRES_DSN point at a PostgreSQL server for the store tests.
+# Keeps a DSN the caller exported. Otherwise starts a throwaway server on 127.0.0.1 (trust auth,
+# fsync off: tests only) from the installed binaries, installing Debian's `postgresql` when root,
+# and stops it when the calling shell exits. OWNLOOP_TEST_POSTGRES=off skips it on purpose.
+setup_postgres() {
+    if [[ -n ${OWNLOOP_TEST_POSTGRES_DSN:-} ]]; then
+        return 0
+    fi
+    if [[ ${OWNLOOP_TEST_POSTGRES:-} == off ]]; then
+        say "PostgreSQL tests will skip: OWNLOOP_TEST_POSTGRES=off"
+        return 1
+    fi
+    if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null && ! apt_install postgresql; then
+        say "PostgreSQL tests will skip: no PostgreSQL binaries and cannot install them" \
+            "(run as root with apt, apt-get install postgresql, or export OWNLOOP_TEST_POSTGRES_DSN)"
+        return 1
+    fi
+    _start_postgres || {
+        say "PostgreSQL tests will skip: the server did not start (log above)"
+        return 1
+    }
+}
+
+_PG_DIR=
+_PG_BIN=
+_as_postgres() {
+    if [[ $(id -u) -eq 0 ]]; then su postgres -c "$1"; else bash -c "$1"; fi
+}
+_stop_postgres() {
+    if [[ -n $_PG_DIR ]]; then
+        _as_postgres "'$_PG_BIN/pg_ctl' -D '$_PG_DIR/data' -m fast -w stop >/dev/null" || true
+        rm -rf "$_PG_DIR"
+        _PG_DIR=
+    fi
+}
+_start_postgres() {
+    _PG_BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+    local port
+    port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    _PG_DIR=$(mktemp -d)
+    trap _stop_postgres EXIT
+    trap 'exit 130' INT TERM # so a cancelled run still stops the server
+    if [[ $(id -u) -eq 0 ]]; then chown postgres:postgres "$_PG_DIR"; fi
+    _as_postgres "'$_PG_BIN/initdb' -D '$_PG_DIR/data' -A trust -U postgres -E UTF8 >/dev/null" || return 1
+    _as_postgres "'$_PG_BIN/pg_ctl' -D '$_PG_DIR/data' -l '$_PG_DIR/log' -w -t 60 -o \
+        '-c listen_addresses=127.0.0.1 -p $port -k $_PG_DIR -c fsync=off -c synchronous_commit=off' \
+        start >/dev/null" || { cat "$_PG_DIR/log"; return 1; }
+    export OWNLOOP_TEST_POSTGRES_DSN="postgresql://postgres@127.0.0.1:$port/postgres"
+    say "throwaway PostgreSQL $("$_PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$port"
+}

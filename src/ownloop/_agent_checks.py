@@ -1,0 +1,136 @@
+"""Checks the `Agent` facade makes on its configuration: tools never offered, resumes that changed.
+
+- `warn_never_offered` logs one warning per registered tool the policy denies to every actor, so a
+  tool that can never run does not go unnoticed (it is not an error: a registry may be shared).
+  Each tool and rule is reported once per process: an application that builds an agent per
+  request does not repeat it on every request.
+- `configuration_changes` says what differs between the configuration a run was recorded with
+  and the one resuming it; `check_configuration` refuses such a resume unless told to accept it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from ownloop.contracts import Actor, Limits, RunSnapshot, RunStarted, ToolSpec, Versions
+from ownloop.exceptions import ConfigurationError
+from ownloop.policy import Deny, Policy
+
+__all__ = ["check_configuration", "configuration_changes", "logger", "warn_never_offered"]
+
+logger = logging.getLogger("ownloop")
+"""The logger the agent's configuration warnings go to."""
+
+_warned: set[tuple[str, str]] = set()
+"""The (tool, rule) pairs already reported in this process."""
+
+
+class _EveryRole(tuple[str, ...]):
+    """A roles tuple that contains every role: the most privileged actor a policy could see."""
+
+    def __contains__(self, _role: object) -> bool:
+        return True
+
+
+def _probe_actors() -> tuple[Actor | None, Actor]:
+    privileged = Actor.model_construct(id="ownloop-probe", tenant=None, roles=_EveryRole())
+    return None, privileged
+
+
+def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
+    """Log one warning for each tool the policy denies to an anonymous run and to any role.
+
+    Args:
+        policy: The agent's policy.
+        specs: The registered tools.
+    """
+    probes = _probe_actors()
+    for spec in specs:
+        try:
+            decisions = [policy.decide(actor, spec, None) for actor in probes]
+        except Exception:  # noqa: S112 - a custom rule the probe surprised decides at run time
+            continue
+        denial = decisions[0]
+        if not all(isinstance(decision, Deny) for decision in decisions):
+            continue
+        assert isinstance(denial, Deny)
+        rule = denial.rule or repr(policy)
+        if (spec.name, rule) in _warned:
+            continue
+        _warned.add((spec.name, rule))
+        logger.warning(
+            "tool %r is registered but the policy never offers it (rule %s: %s)",
+            spec.name,
+            rule,
+            denial.reason,
+        )
+
+
+def configuration_changes(
+    snapshot: RunSnapshot, versions: Versions, limits: Limits, offered: Iterable[str]
+) -> list[str]:
+    """Say what differs between a run's recorded configuration and the resuming agent's.
+
+    Args:
+        snapshot: The run as stored (or paused).
+        versions: The resuming agent's versions.
+        limits: The resuming agent's limits.
+        offered: The names of the tools the resuming agent offers the run's actor.
+
+    Returns:
+        Nothing when the digests agree; otherwise one phrase per difference found, or a phrase
+        naming the policy and validators when neither the limits nor the offered tools differ.
+    """
+    if snapshot.versions.policy_digest == versions.policy_digest:
+        return []
+    changes: list[str] = []
+    if snapshot.limits != limits:
+        recorded, now = snapshot.limits.model_dump(), limits.model_dump()
+        names = [name for name in recorded if recorded[name] != now[name]]
+        changes.append("limits (" + ", ".join(names) + ")")
+    started = next((event for event in snapshot.trace if isinstance(event, RunStarted)), None)
+    current = list(offered)
+    if started is not None and set(started.tools) != set(current):
+        added = sorted(set(current) - set(started.tools))
+        removed = sorted(set(started.tools) - set(current))
+        parts = [f"added {', '.join(added)}"] if added else []
+        parts += [f"removed {', '.join(removed)}"] if removed else []
+        changes.append("offered tools (" + "; ".join(parts) + ")")
+    if not changes:
+        changes.append("the policy, the validators or the registered tools")
+    return changes
+
+
+def check_configuration(
+    snapshot: RunSnapshot,
+    versions: Versions,
+    limits: Limits,
+    offered: Iterable[ToolSpec],
+    *,
+    accept: bool,
+) -> list[str]:
+    """Refuse a resume under another configuration than the recorded one, unless accepted.
+
+    Args:
+        snapshot: The run as stored (or paused).
+        versions: The resuming agent's versions.
+        limits: The resuming agent's limits.
+        offered: The tools the resuming agent offers the run's actor.
+        accept: Whether the caller accepts a changed configuration.
+
+    Returns:
+        What differs (empty when nothing does); the caller records it when not empty.
+
+    Raises:
+        ConfigurationError: If something differs and ``accept`` is false.
+    """
+    changes = configuration_changes(snapshot, versions, limits, [spec.name for spec in offered])
+    if changes and not accept:
+        raise ConfigurationError(
+            f"run {snapshot.run_id} was recorded with another configuration "
+            f"(policy_digest {snapshot.versions.policy_digest}, now {versions.policy_digest}): "
+            f"{'; '.join(changes)} differ. Resume it with the agent it ran with, or pass "
+            f"accept_changes=True to continue under this one (recorded in the trace)."
+        )
+    return changes
