@@ -20,9 +20,14 @@ from ownloop.contracts import Limits, StopReason, Usage
 
 
 def _breach(
-    budget: str, limit: float, observed: float, checkpoint: str, reason: StopReason
+    budget: str,
+    limit: float,
+    observed: float,
+    checkpoint: str,
+    reason: StopReason,
+    upcoming: float = 0.0,
 ) -> BudgetBreach:
-    return BudgetBreach(budget, limit, observed, checkpoint, reason)  # type: ignore[arg-type]
+    return BudgetBreach(budget, limit, observed, checkpoint, reason, upcoming)  # type: ignore[arg-type]
 
 
 def test_a_request_landing_exactly_on_the_token_limit_may_be_sent() -> None:
@@ -31,7 +36,7 @@ def test_a_request_landing_exactly_on_the_token_limit_may_be_sent() -> None:
     usage = Usage(input_tokens=60)
     assert check_tokens(limits, usage, "before_model_call", upcoming=40) is None
     assert check_tokens(limits, usage, "before_model_call", upcoming=41) == _breach(
-        "max_total_tokens", 100, 101, "before_model_call", StopReason.MAX_TOTAL_TOKENS
+        "max_total_tokens", 100, 101, "before_model_call", StopReason.MAX_TOTAL_TOKENS, 41
     )
 
 
@@ -49,7 +54,7 @@ def test_spending_exactly_max_cost_is_allowed() -> None:
     limits = Limits(max_cost=1.0)
     assert check_cost(limits, Usage(cost=0.75), upcoming=0.25) is None
     assert check_cost(limits, Usage(cost=0.75), upcoming=0.5) == _breach(
-        "max_cost", 1.0, 1.25, "before_model_call", StopReason.MAX_COST
+        "max_cost", 1.0, 1.25, "before_model_call", StopReason.MAX_COST, 0.5
     )
     assert check_cost(Limits(), Usage(cost=1e9), upcoming=1e9) is None
 

@@ -117,21 +117,26 @@ def test_a_name_collision_is_refused() -> None:
         tools.start()
 
 
-def test_a_write_is_denied_by_the_default_policy() -> None:
-    """A write (here by override) is denied unless allowed; records can pick tools and approvals."""
-    model = ScriptedModel([tool_call("get_current_time", timezone="UTC")])
-    server = time_server(
+def test_a_write_is_denied_by_the_default_policy_unless_it_requires_approval() -> None:
+    """Under the default policy a write (here by override) is denied; one requiring approval pauses."""
+    call = tool_call("get_current_time", timezone="UTC")
+    plain = time_server(effects={"get_current_time": "write"}, tools=("get_current_time",))
+    with MCPToolset(plain) as tools:
+        assert tools.names() == ("get_current_time",)  # only the tools the record takes
+        denied = Agent(ScriptedModel([call]), tools).run_sync("time?")
+    assert denied.stop_reason is StopReason.TOOL_DENIED
+    assert denied.receipts == ()
+    approved = time_server(
         effects={"get_current_time": "write"},
         tools=("get_current_time",),
         approval_required=("get_current_time",),
     )
-    with MCPToolset(server) as tools:
-        assert tools.names() == ("get_current_time",)  # only the tools the record takes
+    with MCPToolset(approved) as tools:
         (spec,) = tools.specs()
         assert spec.requires_approval
-        result = Agent(model, tools).run_sync("time?")
-    assert result.stop_reason is StopReason.TOOL_DENIED
-    assert result.receipts == ()
+        paused = Agent(ScriptedModel([call]), tools).run_sync("time?")
+    assert paused.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert paused.receipts == ()
 
 
 def test_a_server_that_fails_to_start_is_reported_with_its_stderr() -> None:

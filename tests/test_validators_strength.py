@@ -201,8 +201,11 @@ def test_citations_reject_names_the_unknown_and_the_observed_ids() -> None:
     evidence = (*EVIDENCE, Evidence(id="A-01", tool="read_document", call_ids=("c2",)))
     verdict = citations_observed()("[X-1] [R-02] [X-1] [Y-2]", evidence)
     assert verdict == Reject(
-        "the answer cites X-1, Y-2, which no tool returned in this run (observed evidence: "
-        "A-01, R-02); cite only what you have read",
+        "the answer cites X-1, Y-2, which no tool showed in this run (observed evidence: "
+        "A-01, R-02). Evidence is what the model was shown from a fact-source tool: a "
+        "fact-source tool returns an object (or a list of objects) with a string field among "
+        "id, document_id, doc_id, url, source, and only ids in the observation as shown count "
+        "(memory tools are not fact sources); cite only what you have read",
         "citations_observed(min_citations=0)",
     )
     none_seen = citations_observed()("[X-1]", ())
@@ -217,7 +220,8 @@ def test_min_citations_counts_distinct_ids() -> None:
     assert two("[R-02] [A-01]", evidence) == Accept()
     verdict = two("[R-02] [R-02]", evidence)
     assert verdict == Reject(
-        "the answer must cite at least 2 piece(s) of observed evidence in the form [ID]",
+        "the answer must cite at least 2 piece(s) of observed evidence in the form [ID] "
+        "(observed evidence: A-01, R-02)",
         "citations_observed(min_citations=2)",
     )
 
