@@ -2,7 +2,8 @@
 
 For random `Limits` and a random model port (parallel tool calls, re-asks through the send
 budget, replayed reasoning, transient failures with odd retry hints, random token usage and
-prices) over random tools (fast, slow sync, hanging async, flaky, writes), every run is checked
+prices) over random tools (fast, slow sync, hanging async, flaky, writes needing a slow
+approver's approval), every run is checked
 afterwards against the allowances documented in ``docs/concepts/budgets.md``.
 """
 
@@ -13,13 +14,14 @@ import random
 import threading
 import time
 import tracemalloc
+from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from ownloop import Agent, Limits, ModelResponse, Price, PriceTable, ToolCall
 from ownloop.budgets import ask_send_budget
-from ownloop.contracts import ModelRequest, TokenUsage
+from ownloop.contracts import Approval, ApprovalRequest, ModelRequest, TokenUsage
 from ownloop.exceptions import TransientModelError, TransientToolError
 from ownloop.policy import allow_writes
 from ownloop.tools import ToolRegistry
@@ -79,7 +81,7 @@ def registry_for(rng: random.Random, release: threading.Event, ran: list[str]) -
         ran.append("flaky")
         raise TransientToolError("busy", retry_after=rng.choice([None, float("nan"), 0.0, -1.0]))
 
-    @registry.tool(effect="write")
+    @registry.tool(effect="write", requires_approval=rng.random() < 0.5)
     def write(n: int) -> str:
         """Change something.
 
@@ -142,6 +144,16 @@ class RandomPort:
         )
 
 
+def approver_for(rng: random.Random, release: threading.Event) -> Any:
+    """An approver that approves after a random wait, sometimes longer than any deadline."""
+
+    def approve(request: ApprovalRequest) -> Approval:
+        release.wait(rng.choice([0.0, 0.05, 3.0]))
+        return Approval(request_id=request.id, approved=True, approver="property")
+
+    return approve
+
+
 limits_strategy = st.builds(
     Limits,
     max_steps=st.integers(1, 6),
@@ -174,6 +186,7 @@ def test_every_budget_holds_within_its_documented_allowance(limits: Limits, seed
         limits=limits,
         policy=allow_writes("write"),
         prices=PriceTable({}, default=price),
+        approver=approver_for(rng, release),
     )
     tracemalloc.start()
     started = time.perf_counter()

@@ -179,7 +179,7 @@ class Driver:
             if self._revision is None:
                 return Revision(None)
             try:
-                value = await self._bounded(_call(self._revision))
+                value = await self._bounded(_call(self._revision), "the revision source")
             except TimeoutError as error:  # only the deadline's: a failing source fails the run
                 return Failure(error)
             return Revision(None if value is None else safe_str(value))
@@ -200,8 +200,13 @@ class Driver:
         deadline = run_deadline()
         return None if deadline is None else max(deadline - self._clock.monotonic(), 0.0)
 
-    async def _bounded(self, work: Awaitable[Any]) -> Any:
-        """Await ``work`` until the run's deadline; past it, cancel (or abandon) it."""
+    async def _bounded(self, work: Awaitable[Any], what: str) -> Any:
+        """Await ``work`` until the run's deadline; past it, cancel (or abandon) it.
+
+        Raises:
+            TimeoutError: The deadline (or the callable's own timeout) passed; the message names
+                ``what`` was awaited.
+        """
         remaining = self._remaining()
         try:
             async with asyncio.timeout(remaining):
@@ -209,13 +214,13 @@ class Driver:
         except TimeoutError as error:
             if remaining is not None and self._remaining() == 0.0:
                 raise TimeoutError(
-                    f"the run's deadline passed after waiting {remaining:.3g}s"
+                    f"the run's deadline passed while waiting {remaining:.3g}s for {what}"
                 ) from error
             raise
 
     async def _guarded(self, work: Awaitable[Any], what: str) -> Outcome:
         try:
-            return ToolReturn(await self._bounded(work))
+            return ToolReturn(await self._bounded(work, what))
         except Exception as error:  # the core classifies every tool and lookup failure
             return Failure(error)
 
@@ -223,7 +228,7 @@ class Driver:
         if self._approver is None:
             return Decided(None)
         try:
-            decision = await self._bounded(_call(self._approver, request))
+            decision = await self._bounded(_call(self._approver, request), "the approver")
         except Exception:  # an approver that fails, or overruns the deadline, has not approved
             return Decided(None)
         return Decided(decision if isinstance(decision, Approval) else None)
