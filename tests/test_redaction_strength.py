@@ -282,4 +282,12 @@ def test_key_value_text_is_redacted_only_for_rule_keys() -> None:
     )
     empty = Redactor(defaults=False)
     assert empty.redact_text(text) is text
+    spaced = "a = b, c : d"
+    assert empty.redact_text(spaced) is spaced
     assert empty.redact({"password": "x", "note": text}) == {"password": "x", "note": text}
+
+
+@pytest.mark.parametrize("key", ["passWord", "pass_word", "Api_Key", "accessKey"])
+def test_a_key_split_into_other_words_still_matches_when_joined(key: str) -> None:
+    """A key whose words run together spell a rule (passWord -> password) is a secret key."""
+    assert Redactor().is_secret_key(key)

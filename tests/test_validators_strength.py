@@ -13,6 +13,7 @@ from ownloop.validators import (
     Accept,
     CompletionContext,
     CompletionValidator,
+    Precondition,
     Reject,
     Verdict,
     accept_all,
@@ -255,3 +256,27 @@ def test_and_or_agree_with_boolean_logic(accepts: list[bool]) -> None:
     if not all(accepts):
         first = accepts.index(False)
         assert conj("x", ()) == Reject(f"r{first}", f"v{first}")
+
+
+def test_both_sides_of_a_composition_see_the_output_and_the_evidence() -> None:
+    """Each side of & and | judges the same answer against the same evidence."""
+    cites = citations_observed(min_citations=1)
+    assert (accept_all() & cites)("[R-02]", EVIDENCE) == Accept()
+    assert isinstance((accept_all() & cites)("[R-99]", EVIDENCE), Reject)
+    assert (cites | reject_all())("[R-02]", EVIDENCE) == Accept()
+    assert (reject_all() | cites)("[R-02]", EVIDENCE) == Accept()
+    assert isinstance((cites | reject_all())("[R-02]", ()), Reject)
+
+
+def test_an_or_composition_reads_like_its_expression() -> None:
+    """The repr of a | b, nested in &, reads like the expression that built it."""
+    combined = (_named("x", "a") | _named("y", "b")) & accept_all()
+    assert repr(combined) == "((a | b) & accept_all())"
+
+
+def test_a_precondition_built_directly_checks_the_passed_field() -> None:
+    """Precondition(tool, check) without passed= looks for a passed field that is True."""
+    guard = Precondition("apply", "check")
+    assert guard.problem("apply", CURRENT) is None
+    failing = CompletionContext(receipts=(FAILING,), revision="r1")
+    assert guard.problem("apply", failing) is not None
