@@ -110,12 +110,8 @@ def test_recover_runs_what_it_recovered_and_takes_no_fresh_run(
     finish_on_a_fresh_worker(spec, [run_id, *fresh], [f"{r}:export:q3" for r in [run_id, *fresh]])
 
 
-@pytest.mark.parametrize("rescue_killed_at", ["read", "write:after_commit"])
 def test_a_killed_rescuer_is_finished_by_running_recover_again(
-    spec: Spec,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    rescue_killed_at: str,
+    spec: Spec, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A second rescue waits its turn; SIGKILL the first: running it again finishes the run once."""
     run_id = f"dead-{uuid.uuid4().hex[:8]}"
@@ -125,7 +121,7 @@ def test_a_killed_rescuer_is_finished_by_running_recover_again(
     enqueue_many(doomed, "export", 1, run_ids=[run_id])
     kill_when_halted(spec, worker)
     spec.path("halted").unlink()
-    rescuer = start_rescuer(replace(doomed, kill_at=rescue_killed_at))
+    rescuer = start_rescuer(replace(doomed, kill_at="write:after_commit"))  # mid-write
     wait_halted(spec, rescuer)
     monkeypatch.setenv(SPEC_VARIABLE, json.dumps(spec.__dict__))
     argv = ["workers", "recover", "--executor", spec.executor_id, "--app"]
