@@ -40,6 +40,10 @@ class _Workers:
     """
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every thread: a new lock, no job queued, no thread waiting."""
         self.ready = threading.Condition(threading.Lock())
         self.jobs: deque[Job] = deque()
         self.waiting = 0
@@ -71,7 +75,7 @@ _workers = _Workers()
 
 
 # A forked child has none of its parent's threads: it starts with no waiting worker.
-os.register_at_fork(after_in_child=_workers.__init__)
+os.register_at_fork(after_in_child=_workers.reset)
 
 
 async def call_in_thread(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
