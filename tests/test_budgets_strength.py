@@ -19,7 +19,7 @@ from ownloop.budgets import (
 from ownloop.contracts import Limits, StopReason, Usage
 
 
-def _breach(
+def _breach(  # noqa: PLR0917 - mirrors BudgetBreach's positional fields
     budget: str,
     limit: float,
     observed: float,

@@ -118,7 +118,7 @@ def test_a_name_collision_is_refused() -> None:
 
 
 def test_a_write_is_denied_by_the_default_policy_unless_it_requires_approval() -> None:
-    """Under the default policy a write (here by override) is denied; one requiring approval pauses."""
+    """By default a write (here by override) is denied; a write requiring approval pauses."""
     call = tool_call("get_current_time", timezone="UTC")
     plain = time_server(effects={"get_current_time": "write"}, tools=("get_current_time",))
     with MCPToolset(plain) as tools:

@@ -2,11 +2,13 @@
 
 The `openai` async client is built with ``max_retries=0`` (ownloop's retry policy owns retrying
 and counts every attempt) and explicit timeouts, and reused for every request of an adapter. Its
-connection pool belongs to the event loop it was first used on: the client is closed when that
-loop shuts down (as ``asyncio.run`` does) or by ``aclose()``, and a later loop gets a fresh one, so
-``run_sync`` may be called again and again. Replies are read raw (headers, JSON body, or
-server-sent events) so that the adapters, not the SDK's models, decide how to read quirky servers.
-Every request first asks `check_model_requests_allowed`.
+HTTP client is the SDK's own stack (`openai.DefaultAsyncHttpxClient`, on ``httpx2``): the SDK and
+the adapter never mix two HTTP libraries, and every client shares one TLS context and the SDK's
+pool limits. Its connection pool belongs to the event loop it was first used on: the client is
+closed when that loop shuts down (as ``asyncio.run`` does) or by ``aclose()``, and a later loop
+gets a fresh one, so ``run_sync`` may be called again and again. Replies are read raw (headers,
+JSON body, or server-sent events) so that the adapters, not the SDK's models, decide how to read
+quirky servers. Every request first asks `check_model_requests_allowed`.
 """
 
 from __future__ import annotations
@@ -19,9 +21,9 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
-import httpx
+import httpx2
 import openai
 
 from ownloop._text import strip_userinfo
@@ -38,13 +40,14 @@ Endpoint = Literal["chat", "responses"]
 MAX_REPLY_BYTES = 32 * 1024 * 1024
 """The largest reply read, counted after decompression (a whole body, or a stream in total)."""
 
-_LIMITS = httpx.Limits(max_connections=1000, max_keepalive_connections=100)
+_LIMITS = openai.DEFAULT_CONNECTION_LIMITS
+"""The SDK's own pool limits: 1,000 connections, 100 kept alive."""
 
 
 @cache
 def _tls_context() -> ssl.SSLContext:
     """One TLS context for every client: loading the trust store costs ~80 ms each time."""
-    return httpx.create_ssl_context()
+    return httpx2.create_ssl_context()
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +73,16 @@ class Connection:
 
     def __repr__(self) -> str:
         return f"Connection(base_url={self.display_url!r}, timeout_s={self.timeout_s:g})"
+
+
+def _http_client(connection: Connection) -> httpx2.AsyncClient:
+    """An HTTP client on the SDK's own stack, with explicit timeouts, the limits and TLS context."""
+    return openai.DefaultAsyncHttpxClient(
+        timeout=openai.Timeout(connection.timeout_s, connect=connection.connect_timeout_s),
+        limits=_LIMITS,
+        verify=_tls_context(),
+        follow_redirects=True,
+    )
 
 
 class Reply:
@@ -205,21 +218,12 @@ class Transport:
             return self._given
         loop = asyncio.get_running_loop()
         if self._client is None or self._loop is not loop:
-            connection = self.connection
-            timeout = httpx.Timeout(connection.timeout_s, connect=connection.connect_timeout_s)
-            http_client = httpx.AsyncClient(
-                timeout=timeout,
-                limits=_LIMITS,
-                verify=_tls_context(),
-                follow_redirects=True,
-            )
             self._client = openai.AsyncOpenAI(
-                api_key=connection.api_key,
-                base_url=connection.base_url,
+                api_key=self.connection.api_key,
+                base_url=self.connection.base_url,
                 max_retries=0,
-                # The SDK takes the HTTP client's (explicit) timeouts.
-                # openai>=2 annotates httpx2 clients and accepts httpx ones: one cast, one place.
-                http_client=cast(Any, http_client),
+                # The SDK takes the HTTP client's (explicit, non-default) timeouts.
+                http_client=_http_client(self.connection),
             )
             self._loop = loop
             self._keeper = _close_at_shutdown(self._client)

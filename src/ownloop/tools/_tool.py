@@ -132,7 +132,7 @@ class RegisteredTool:
         """Call the function with validated arguments, injecting ``context``.
 
         An async function is awaited under ``asyncio.wait_for`` (a timeout cancels it). A sync
-        function runs in a daemon thread of its own (`call_in_thread`), so that a timeout, or
+        function runs in a daemon thread (`call_in_thread`), so that a timeout, or
         the run's deadline, stops the wait at once: the thread cannot be stopped, so it is
         abandoned — it keeps running in the background and nothing waits for it, not even
         ``asyncio.run`` at shutdown.
