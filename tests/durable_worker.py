@@ -209,14 +209,16 @@ class PausingStore:
         self._after(f"save:{self._saves}")
         return version
 
-    async def record_intent(self, intent: WriteIntent) -> None:
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Journal the intent, then halt at ``intent``."""
-        await self._store.record_intent(intent)
+        await self._store.record_intent(intent, lease=lease)
         self._after("intent")
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
         """Journal the receipt, then halt at ``receipt``."""
-        await self._store.record_receipt(run_id, call_id, receipt)
+        await self._store.record_receipt(run_id, call_id, receipt, lease=lease)
         self._after("receipt")
 
 

@@ -65,18 +65,15 @@ def test_two_workers_race_to_resume_and_exactly_one_proceeds(tmp_path: Path, bac
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_dead_workers_lease_blocks_until_it_expires(tmp_path: Path, backend: str) -> None:
-    """Right after a crash the run is still leased to the dead worker; after expiry it resumes."""
-    job = _job(backend, tmp_path, lease_ttl_s=1.0)
+def test_dead_workers_run_is_resumed_at_once_on_its_host(tmp_path: Path, backend: str) -> None:
+    """Right after a SIGKILL the dead worker's unexpired lease does not block a resume here."""
+    job = _job(backend, tmp_path, lease_ttl_s=300.0)
     _crashed(job)
-    killed = time.monotonic()  # the lease was taken before: it expires within lease_ttl_s
+    started = time.monotonic()
     early = replace(job, mode="resume", worker_id="worker-2")
     outcome = finish(early, start(early))
-    assert outcome["error"] == "RunLeased"
-    assert "being executed by worker-1" in outcome["message"]
-    time.sleep(max(0.0, job.lease_ttl_s - (time.monotonic() - killed)))
-    late = replace(early, worker_id="worker-3")
-    assert finish(late, start(late))["status"] == "completed"
+    assert outcome["status"] == "completed", outcome
+    assert time.monotonic() - started < 30  # not the 300 s lease
     assert [what for _, what in ledger_rows(tmp_path)] == ["export:q3"]
 
 
@@ -90,12 +87,14 @@ class _Interleaving:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
+    async def acquire_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
+    ) -> Lease:
         """Let the other worker resume and finish the run, then take the lease."""
         if self.first is not None:
             first, self.first = self.first, None
             await first()
-        return await self.store.acquire_lease(run_id, owner, ttl_s)
+        return await self.store.acquire_lease(run_id, owner, ttl_s, take_over=take_over)
 
 
 def _store(backend: str, tmp_path: Path) -> RunStore:

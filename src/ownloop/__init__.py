@@ -48,6 +48,7 @@ from ownloop.exceptions import (
     TransientModelError,
     TransientToolError,
     UnexpectedModelCall,
+    UnknownApprovalRequest,
     UnknownEffectError,
 )
 from ownloop.models import AgentModel
@@ -135,6 +136,7 @@ __all__ = [
     "TransientModelError",
     "TransientToolError",
     "UnexpectedModelCall",
+    "UnknownApprovalRequest",
     "UnknownEffectError",
     "Usage",
     "ValidatedCall",

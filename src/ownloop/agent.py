@@ -16,7 +16,13 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Literal
 
-from ownloop._agent_support import check_requests, run_blocking, sdk_version, snapshot_of_result
+from ownloop._agent_support import (
+    check_requests,
+    run_blocking,
+    sdk_version,
+    snapshot_of_result,
+    usable_submissions,
+)
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
 from ownloop.context import ContextPolicy
@@ -85,8 +91,12 @@ class Agent:
             always added as secret keys.
         store: Where runs are checkpointed after every step and their writes journaled, so a
             paused or crashed run resumes in another process without repeating a write.
-        worker_id: This worker's name in leases (default: host name and process id).
-        lease_ttl_s: How long a worker's lease on a run lasts before another may take over.
+        worker_id: This worker's name in leases (default: host name and process id). It names
+            the holder in messages and grants nothing: every acquisition of a run gets its own
+            fencing token, so two resumes in one process never both hold a run.
+        lease_ttl_s: How long a run's lease lasts without a heartbeat; a running segment renews
+            it every third of that, so it bounds how long a dead worker blocks a run, not how
+            long a run may take.
         context: Keeps requests bounded: compacts the conversation when the next request's
             estimated size would exceed the policy's cap.
         summarizer: A model that condenses the turns compaction removes (its calls count
@@ -120,7 +130,7 @@ class Agent:
         redactor: Redactor | None = None,
         store: RunStore | None = None,
         worker_id: str | None = None,
-        lease_ttl_s: float = 300.0,
+        lease_ttl_s: float = 30.0,
         context: ContextPolicy | None = None,
         summarizer: AgentModel | None = None,
         prices: PriceTable | None = None,
@@ -290,8 +300,10 @@ class Agent:
         if self.store is None:
             return await self._driver.drive(loop)
         lease = await self.store.acquire_lease(state.run_id, self.worker_id, self._lease_ttl_s)
+        session = RunSession(self.store, lease, None, ttl_s=self._lease_ttl_s)
         try:
-            return await self._driver.drive(loop, RunSession(self.store, lease, None))
+            async with session.heartbeat():
+                return await self._driver.drive(loop, session)
         finally:
             await self.store.release_lease(lease)
 
@@ -322,7 +334,11 @@ class Agent:
         )
 
     async def resume(
-        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+        self,
+        paused: RunResult | str,
+        *,
+        approvals: Iterable[Approval] = (),
+        take_over: bool = False,
     ) -> RunResult:
         """Continue a paused (or, from a store, interrupted) run exactly where it stopped.
 
@@ -330,7 +346,12 @@ class Agent:
             paused: The paused run's result, or a run id to load from the agent's store (a
                 run paused for approval, or one whose worker died mid-run).
             approvals: Decisions, each naming a request the run waits for (or an exact digest);
-                decisions submitted to the store (``ownloop approve``) are added.
+                decisions submitted to the store (``ownloop approve``) for requests the run
+                still waits for are added.
+            take_over: Take the run even though another worker's lease has not expired (you
+                know that worker is dead or stuck). Safe: the old holder can record nothing
+                more, so it executes no further write. Recorded in the trace. A holder on this
+                host whose process has ended is taken over without it.
 
         Returns:
             The result of the continued run; its trace holds the events from before.
@@ -353,18 +374,24 @@ class Agent:
             raise ConfigurationError("resuming a run by id needs Agent(store=...)")
         # Lease first, then load: a worker must never continue from a view another worker
         # changed after it was read.
-        lease = await store.acquire_lease(run_id, self.worker_id, self._lease_ttl_s)
+        lease = await store.acquire_lease(
+            run_id, self.worker_id, self._lease_ttl_s, take_over=take_over
+        )
+        session = RunSession(store, lease, None, ttl_s=self._lease_ttl_s)
         try:
-            stored = await store.get(run_id)
-            if stored is None:
-                raise RunNotFound(f"no run {run_id!r} in {store!r}")
-            applied = {*stored.snapshot.approvals, *stored.snapshot.available_approvals}
-            submitted = [a for a in await store.submitted_approvals(run_id) if a not in applied]
-            state = self._restore(
-                stored.snapshot, [*submitted, *decisions], await store.journal(run_id)
-            )
-            loop = run_loop(self._config, state)
-            return await self._driver.drive(loop, RunSession(store, lease, stored.version))
+            async with session.heartbeat():
+                stored = await store.get(run_id)
+                if stored is None:
+                    raise RunNotFound(f"no run {run_id!r} in {store!r}")
+                submitted = usable_submissions(
+                    stored.snapshot, await store.submitted_approvals(run_id)
+                )
+                state = self._restore(
+                    stored.snapshot, [*submitted, *decisions], await store.journal(run_id)
+                )
+                state.taken_over_from = lease.taken_over_from
+                session.version = stored.version
+                return await self._driver.drive(run_loop(self._config, state), session)
         finally:
             await store.release_lease(lease)
 
@@ -420,18 +447,25 @@ class Agent:
         return state
 
     def resume_sync(
-        self, paused: RunResult | str, *, approvals: Iterable[Approval] = ()
+        self,
+        paused: RunResult | str,
+        *,
+        approvals: Iterable[Approval] = (),
+        take_over: bool = False,
     ) -> RunResult:
         """Resume a paused run from synchronous code; the same as awaiting `resume`.
 
         Args:
             paused: The paused run's result, or a run id to load from the store.
             approvals: The decisions.
+            take_over: Take the run from a worker whose lease has not expired.
 
         Returns:
             The result of the continued run.
         """
-        return run_blocking(lambda: self.resume(paused, approvals=approvals), "resume")
+        return run_blocking(
+            lambda: self.resume(paused, approvals=approvals, take_over=take_over), "resume"
+        )
 
     def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
         """Re-validate the calls of pending writes from the conversation, for their lookups."""

@@ -12,7 +12,8 @@ tool that cannot be described), and *run failures* that carry the context needed
     │   └── ApprovalRequired            this call needs an approval that is not there yet
     ├── ConfigurationError              the application configured something impossible
     │   ├── ToolDefinitionError         a tool function cannot become a strict tool
-    │   └── InputRejected               a task or argument is refused before any model call
+    │   ├── InputRejected               a task or argument is refused before any model call
+    │   └── UnknownApprovalRequest      a decision names no request the run waits for
     ├── ModelError                      the model port failed
     │   ├── ProviderError               a provider answered (or did not) with an error
     │   │   ├── TransientModelError     worth retrying (rate limit, 5xx, timeout)
@@ -53,6 +54,7 @@ __all__ = [
     "TransientModelError",
     "TransientToolError",
     "UnexpectedModelCall",
+    "UnknownApprovalRequest",
     "UnknownEffectError",
 ]
 
@@ -139,6 +141,10 @@ class ToolDefinitionError(ConfigurationError):
 
 class InputRejected(ConfigurationError):
     """An input was refused before any model call (empty, oversized or malformed)."""
+
+
+class UnknownApprovalRequest(ConfigurationError):
+    """A decision names no request the run waits for (or one that already has a decision)."""
 
 
 # --------------------------------------------------------------------------- model failures

@@ -57,6 +57,7 @@ class RunState:
             observations are complete (providers reject a message between them).
         journal: The stored write journal by call id, when the run was restored from a store.
         tool_tokens: The estimated tokens of the offered tool schemas (fixed for the run).
+        taken_over_from: The worker whose unexpired lease this segment took over, if any.
     """
 
     run_id: str
@@ -83,6 +84,7 @@ class RunState:
     deferred_feedback: list[str] = field(default_factory=list)
     journal: dict[str, JournalEntry] = field(default_factory=dict)
     tool_tokens: int | None = None
+    taken_over_from: str | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
