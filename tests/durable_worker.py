@@ -78,7 +78,7 @@ class Job:
     scenario: str = "export"
     kill_at: str | None = None
     reconcile: bool = False
-    lease_ttl_s: float = 0.2
+    lease_ttl_s: float = 5.0
     start_file: str | None = None
 
     def path(self, name: str) -> Path:

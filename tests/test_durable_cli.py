@@ -85,7 +85,7 @@ def test_runs_show_json_holds_every_record(paused: Job, capsys: pytest.CaptureFi
     assert main(["runs", "show", "export-1", "--db", paused.database, "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert (records["version"], records["snapshot"]["state"]) == (6, "finished")
-    assert [entry["intent"]["call_id"] for entry in records["journal"]] == ["c2"]
+    assert [entry["intent"]["provider_call_id"] for entry in records["journal"]] == ["c2"]
     assert records["submitted_approvals"] == []
 
 

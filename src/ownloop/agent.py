@@ -44,7 +44,7 @@ from ownloop.contracts import (
 )
 from ownloop.cost import PriceTable
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
-from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
+from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
 from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
@@ -468,16 +468,24 @@ class Agent:
         )
 
     def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
-        """Re-validate the calls of pending writes from the conversation, for their lookups."""
-        wanted = {operation.call_id for operation in state.pending}
+        """Re-validate the calls of pending writes from the conversation, for their lookups.
+
+        A model may reuse a call id, so a call is matched by its id *and* arguments digest.
+        """
         found: dict[str, ValidatedCall] = {}
-        for message in state.messages:
-            if not isinstance(message, AssistantMessage):
-                continue
-            for call in message.tool_calls:
-                validated = self.tools.validate(call) if call.id in wanted else None
-                if isinstance(validated, ValidatedCall):
-                    found[call.id] = validated
+        for operation in state.pending:
+            for message in state.messages:
+                if not isinstance(message, AssistantMessage):
+                    continue
+                for call in message.tool_calls:
+                    if call.id != operation.call_id:
+                        continue
+                    validated = self.tools.validate(call)
+                    if (
+                        isinstance(validated, ValidatedCall)
+                        and validated.digest == operation.arguments_digest
+                    ):
+                        found[pending_key(operation)] = validated
         return found
 
     def _trace_redactor(self) -> Redactor:

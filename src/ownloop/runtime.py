@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -81,6 +82,7 @@ class RunSession:
         self.version = version
         self.ttl_s = ttl_s
         self.lost = False
+        self._renewed_at = time.monotonic()
 
     async def perform(self, effect: Persist | RecordIntent | RecordReceipt) -> None:
         """Save a checkpoint or a journal record, under the lease.
@@ -91,6 +93,8 @@ class RunSession:
         Raises:
             RunLeased: If this worker no longer holds the run.
         """
+        if self.lease is not None and time.monotonic() - self._renewed_at >= self.ttl_s / 3:
+            await self._renew()  # a segment that never yielded to the heartbeat renews here
         lease = self.lease
         if isinstance(effect, Persist):
             self.version = await self.store.save(
@@ -117,16 +121,23 @@ class RunSession:
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
 
+    async def _renew(self) -> None:
+        """Renew the lease now; a lease already lost stays lost (its writes are refused)."""
+        if self.lease is None or self.lost:
+            return
+        try:
+            self.lease = await self.store.renew_lease(self.lease, self.ttl_s)
+        except RunLeased:
+            self.lost = True  # the next record is refused: the run stops writing
+            return
+        except OwnloopError:  # a failed renewal is retried at the next beat
+            return
+        self._renewed_at = time.monotonic()
+
     async def _beat(self) -> None:
-        while self.lease is not None:
+        while not self.lost:
             await asyncio.sleep(self.ttl_s / 3)
-            try:
-                self.lease = await self.store.renew_lease(self.lease, self.ttl_s)
-            except RunLeased:
-                self.lost = True  # the next record is refused: the run stops writing
-                return
-            except OwnloopError:  # a failed renewal is retried at the next beat
-                continue
+            await self._renew()
 
 
 class Driver:
