@@ -162,7 +162,8 @@ class MemoryRunStore:
     async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Record a write about to execute; refuse one whose write already has a receipt.
 
-        An intent without a receipt is replaced (a lookup cleared the write for a retry).
+        An intent without a receipt, or whose receipt says its effect is unknown, is replaced (a
+        lookup cleared the write for a retry with the same key).
 
         Raises:
             StaleCheckpoint: If the write already finished: this worker's view is out of date.
@@ -172,7 +173,7 @@ class MemoryRunStore:
         entries = self._journal.setdefault(intent.run_id, [])
         for index, entry in enumerate(entries):
             if entry.intent.call_id == intent.call_id:
-                if entry.receipt is not None:
+                if entry.receipt is not None and entry.receipt.status != "unknown":
                     raise receipt_exists(intent.run_id, intent.call_id)
                 entries[index] = JournalEntry(intent=intent)
                 return

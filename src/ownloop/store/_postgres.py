@@ -80,8 +80,8 @@ _ACQUIRE = (
 _INTENT = (
     "WITH {held} INSERT INTO {s}.journal AS entry (run_id, call_id, intent) "
     "SELECT %(run_id)s, %(call_id)s, %(intent)s::json WHERE {guard} "
-    "ON CONFLICT (run_id, call_id) DO UPDATE SET intent = excluded.intent "
-    "WHERE entry.receipt IS NULL"
+    "ON CONFLICT (run_id, call_id) DO UPDATE SET intent = excluded.intent, receipt = NULL "
+    "WHERE entry.receipt IS NULL OR entry.receipt->>'status' = 'unknown'"
 )
 _RECEIPT = (
     "WITH {held} UPDATE {s}.journal SET receipt = %(receipt)s::json "
