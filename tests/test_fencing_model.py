@@ -94,13 +94,13 @@ class PlannedModel:
         if request.step > len(self.script) or not self.script[request.step - 1]:
             return ModelResponse(final_output="done")
         calls = []
-        for index, (tool, call_id, mode) in enumerate(self.script[request.step - 1]):
+        for index, (kind, call_id, mode) in enumerate(self.script[request.step - 1]):
             nonce = f"s{request.step}i{index}"
-            arguments: Any = {"nonce": nonce, "mode": mode}
-            if tool == "read":
+            tool, arguments = kind, {"nonce": nonce, "mode": mode}
+            if kind == "read":
                 arguments = {"query": nonce}
-            elif tool == "bad_args":
-                tool, arguments = "write", "{not json"
+            elif kind == "bad_args":
+                tool, arguments = "write", "{not json"  # type: ignore[assignment]
             calls.append(ToolCall(id=call_id, name=tool, arguments=arguments))
         return ModelResponse(tool_calls=tuple(calls))
 

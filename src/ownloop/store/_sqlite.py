@@ -291,7 +291,8 @@ class SqliteRunStore:
                 raise lease_lost(intent.run_id)
             cursor = db.execute(
                 "INSERT INTO journal VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, call_id) "
-                "DO UPDATE SET intent = excluded.intent, receipt = NULL WHERE journal.receipt IS NULL "
+                "DO UPDATE SET intent = excluded.intent, receipt = NULL "
+                "WHERE journal.receipt IS NULL "
                 "OR json_extract(journal.receipt, '$.status') = 'unknown'",
                 (intent.run_id, intent.call_id, intent.model_dump_json()),
             )
