@@ -67,6 +67,7 @@ class Job:
         reconcile: Whether the export tool declares a lookup reading the ledger.
         lease_ttl_s: The worker's lease duration.
         start_file: If set, wait for this file before starting (to race workers).
+        stall_at: A kill point where the worker stalls (blocked, no heartbeat) until released.
     """
 
     run_id: str
@@ -80,6 +81,7 @@ class Job:
     reconcile: bool = False
     lease_ttl_s: float = 5.0
     start_file: str | None = None
+    stall_at: str | None = None
 
     def path(self, name: str) -> Path:
         """Return a file of this job's directory."""
@@ -120,7 +122,7 @@ def _halt(job: Job, point: str) -> None:
     job.path("halted.tmp").replace(job.path("halted"))  # atomic: the test never reads it half
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if point == "write:hold" and job.path("release").exists():
+        if point in ("write:hold", job.stall_at) and job.path("release").exists():
             return
         time.sleep(0.005)
     os._exit(3)  # never killed: the test is broken; never continue past a kill point
@@ -197,7 +199,7 @@ class PausingStore:
         return getattr(self._store, name)
 
     def _after(self, point: str) -> None:
-        if point == self._job.kill_at:
+        if point in (self._job.kill_at, self._job.stall_at):
             _halt(self._job, point)
 
     async def save(

@@ -132,3 +132,20 @@ def test_worker_with_a_stale_view_never_repeats_a_finished_write(
 
     asyncio.run(scenario())
     assert [what for _, what in ledger_rows(tmp_path)] == ["refund:o-1:500"]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_stalled_worker_process_writes_nothing_after_its_lease_ran_out(
+    tmp_path: Path, backend: str
+) -> None:
+    """A worker blocked past its lease wakes after another finished the run: it is fenced off."""
+    job = _job(backend, tmp_path, lease_ttl_s=0.5, stall_at="save:4")
+    stalled = start(job)
+    assert wait_for_halt(job, stalled) == "save:4"  # the export was proposed, not journaled
+    time.sleep(job.lease_ttl_s + 0.1)
+    other = replace(job, mode="resume", worker_id="worker-2", stall_at=None)
+    assert finish(other, start(other))["status"] == "completed"
+    (tmp_path / "release").touch()
+    woke = finish(job, stalled)
+    assert woke["error"] == "RunLeased", woke
+    assert [what for _, what in ledger_rows(tmp_path)] == ["export:q3"]
