@@ -458,3 +458,19 @@ def test_concurrent_acquisitions_have_exactly_one_winner(store: RunStore, run: R
     outcomes = run(race())
     assert sum(isinstance(item, Lease) for item in outcomes) == 1
     assert all(isinstance(item, Lease | RunLeased) for item in outcomes)
+
+
+def test_a_fenced_receipt_without_its_intent_records_nothing(store: RunStore, run: Run) -> None:
+    """Under a current lease, a receipt for a call never journaled adds no entry."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.record_receipt("run-1", "ghost", _receipt("ghost"), lease=lease))
+    assert run(store.journal("run-1")) == []
+
+
+def test_a_write_whose_receipt_is_unknown_may_be_journaled_again(store: RunStore, run: Run) -> None:
+    """A lookup that cleared an unknown write lets its intent be recorded again (same key)."""
+    run(store.record_intent(_intent("c1")))
+    unknown = Receipt(call_id="c1", tool="export", status="unknown", effect="unknown")
+    run(store.record_receipt("run-1", "c1", unknown))
+    run(store.record_intent(_intent("c1")))
+    assert [entry.receipt for entry in run(store.journal("run-1"))] == [None]

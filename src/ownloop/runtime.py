@@ -94,7 +94,7 @@ class RunSession:
             RunLeased: If this worker no longer holds the run.
         """
         if self.lease is not None and time.monotonic() - self._renewed_at >= self.ttl_s / 3:
-            await self._renew()  # a segment that never yielded to the heartbeat renews here
+            await self._renew(self.lease)  # a segment that never yielded to the heartbeat
         lease = self.lease
         if isinstance(effect, Persist):
             self.version = await self.store.save(
@@ -113,7 +113,9 @@ class RunSession:
         if self.lease is None:
             yield
             return
-        beating = asyncio.create_task(self._beat(), name=f"ownloop-lease-{self.lease.run_id}")
+        beating = asyncio.create_task(
+            self._beat(self.lease), name=f"ownloop-lease-{self.lease.run_id}"
+        )
         try:
             yield
         finally:
@@ -121,12 +123,10 @@ class RunSession:
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
 
-    async def _renew(self) -> None:
-        """Renew the lease now; a lease already lost stays lost (its writes are refused)."""
-        if self.lease is None or self.lost:
-            return
+    async def _renew(self, lease: Lease) -> None:
+        """Renew the lease now; a lost lease stays lost (its writes are refused)."""
         try:
-            self.lease = await self.store.renew_lease(self.lease, self.ttl_s)
+            self.lease = await self.store.renew_lease(lease, self.ttl_s)
         except RunLeased:
             self.lost = True  # the next record is refused: the run stops writing
             return
@@ -134,10 +134,10 @@ class RunSession:
             return
         self._renewed_at = time.monotonic()
 
-    async def _beat(self) -> None:
+    async def _beat(self, lease: Lease) -> None:
         while not self.lost:
             await asyncio.sleep(self.ttl_s / 3)
-            await self._renew()
+            await self._renew(self.lease or lease)
 
 
 class Driver:

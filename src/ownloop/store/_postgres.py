@@ -293,7 +293,7 @@ class PostgresRunStore:
                 raise lease_held(run_id, held[0][0], held[0][1].astimezone(UTC))
             params["replace"] = held[0][4] if held else None  # that very (dead) acquisition
             rows = await self._rows("acquire_lease", _ACQUIRE, params)
-            if not rows:  # another worker took it in between
+            if not rows:  # pragma: no cover - another worker took it between two statements
                 return await self.acquire_lease(run_id, owner, ttl_s, take_over=take_over)
         expires_at, taken_from = rows[0]
         return Lease(
