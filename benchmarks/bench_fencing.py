@@ -27,23 +27,57 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.bench_checkpoint import _registry, _script
 from ownloop import Agent
-from ownloop.contracts import WriteIntent
+from ownloop.contracts import ModelResponse, WriteIntent
 from ownloop.loop import run_loop
 from ownloop.policy import allow_writes
 from ownloop.runtime import RunSession
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
-from ownloop.testing import ScriptedModel
+from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import ToolRegistry
 
 TTL = 30.0
 STEPS = 9
 
 
+def _script() -> list[ModelResponse]:
+    """The task of bench_checkpoint.py: four reads, four writes, an answer."""
+    steps = []
+    for turn in range(4):
+        steps.append(tool_call("lookup", f"r{turn}", key=f"k{turn}"))
+        steps.append(tool_call("record", f"w{turn}", key=f"k{turn}", value=turn))
+    return [*steps, final("done")]
+
+
+def _registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    records: dict[str, int] = {}
+
+    @registry.tool
+    def lookup(key: str) -> dict[str, Any]:
+        """Read a record.
+
+        Args:
+            key: The record.
+        """
+        return {"id": key, "value": records.get(key)}
+
+    @registry.tool(effect="write")
+    def record(key: str, value: int) -> dict[str, Any]:
+        """Write a record.
+
+        Args:
+            key: The record.
+            value: Its value.
+        """
+        records[key] = value
+        return {"id": key, "stored": value}
+
+    return registry
+
+
 async def _one_run(store: RunStore, fenced: bool) -> float:
-    agent = Agent(
-        ScriptedModel(_script()), _registry(), policy=allow_writes("record"), store=store
-    )
+    agent = Agent(ScriptedModel(_script()), _registry(), policy=allow_writes("record"), store=store)
     run_id = uuid.uuid4().hex
     state = agent.new_state("update the records", run_id=run_id)
     started = time.perf_counter()
