@@ -68,6 +68,7 @@ class Job:
         lease_ttl_s: The worker's lease duration.
         start_file: If set, wait for this file before starting (to race workers).
         stall_at: A kill point where the worker stalls (blocked, no heartbeat) until released.
+        label: Names the worker's report (default: its worker id), for workers sharing an id.
     """
 
     run_id: str
@@ -82,6 +83,7 @@ class Job:
     lease_ttl_s: float = 5.0
     start_file: str | None = None
     stall_at: str | None = None
+    label: str | None = None
 
     def path(self, name: str) -> Path:
         """Return a file of this job's directory."""
@@ -281,9 +283,9 @@ async def _work(job: Job) -> dict[str, Any]:
 def work(job: Job) -> None:
     """The worker process's entry point: do the job and write its report atomically."""
     report = asyncio.run(_work(job))
-    partial = job.path(f"{job.worker_id}.{job.mode}.tmp")
+    partial = job.path(f"{job.label or job.worker_id}.{job.mode}.tmp")
     partial.write_text(json.dumps(report))
-    partial.replace(job.path(f"{job.worker_id}.{job.mode}.json"))
+    partial.replace(job.path(f"{job.label or job.worker_id}.{job.mode}.json"))
 
 
 def start(job: Job) -> BaseProcess:
@@ -295,7 +297,8 @@ def start(job: Job) -> BaseProcess:
 
 def report(job: Job) -> dict[str, Any]:
     """Return the report a finished worker wrote."""
-    data: dict[str, Any] = json.loads(job.path(f"{job.worker_id}.{job.mode}.json").read_text())
+    name = job.label or job.worker_id
+    data: dict[str, Any] = json.loads(job.path(f"{name}.{job.mode}.json").read_text())
     return data
 
 

@@ -34,16 +34,22 @@ def _crashed(job: Job) -> None:
     job.path("halted").unlink()
 
 
+@pytest.mark.parametrize("same_id", [False, True], ids=["two-ids", "one-id"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-def test_two_workers_race_to_resume_and_exactly_one_proceeds(tmp_path: Path, backend: str) -> None:
-    """Of two workers resuming one run at once, one executes it; the other gets RunLeased."""
+def test_two_workers_race_to_resume_and_exactly_one_proceeds(
+    tmp_path: Path, backend: str, same_id: bool
+) -> None:
+    """Of two worker processes resuming one run at once (even under one worker id), one runs it."""
     job = _job(backend, tmp_path, lease_ttl_s=0.1)
     _crashed(job)
     time.sleep(job.lease_ttl_s)
     racer = replace(
         job, mode="resume", kill_at="write:hold", lease_ttl_s=30, start_file=str(tmp_path / "go")
     )
-    racers = {name: replace(racer, worker_id=name) for name in ("worker-a", "worker-b")}
+    racers = {
+        name: replace(racer, worker_id="worker-x" if same_id else name, label=name)
+        for name in ("worker-a", "worker-b")
+    }
     processes = {name: start(each) for name, each in racers.items()}
     (tmp_path / "go").touch()
     deadline = time.monotonic() + 10
@@ -59,8 +65,8 @@ def test_two_workers_race_to_resume_and_exactly_one_proceeds(tmp_path: Path, bac
     losers = [name for name, outcome in outcomes.items() if outcome.get("error") == "RunLeased"]
     assert len(winners) == 1, outcomes
     assert len(losers) == 1, outcomes
-    message = outcomes[losers[0]]["message"]
-    assert f"run race is being executed by {winners[0]} until" in message
+    holder = racers[winners[0]].worker_id
+    assert f"run race is being executed by {holder} until" in outcomes[losers[0]]["message"]
     assert [what for _, what in ledger_rows(tmp_path)] == ["export:q3"]
 
 
