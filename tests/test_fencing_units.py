@@ -11,16 +11,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ownloop import Agent, Receipt
-from ownloop.contracts import JournalEntry, Lease, ToolCall, WriteIntent
+from ownloop.contracts import JournalEntry, Lease, Limits, ModelResponse, ToolCall, WriteIntent
 from ownloop.exceptions import StoreError
 from ownloop.loop import RecordIntent
 from ownloop.policy import allow_writes
 from ownloop.runtime import RunSession
 from ownloop.store import MemoryRunStore
 from ownloop.store._rules import holder_is_gone, this_host
-from ownloop.testing import ScriptedModel
+from ownloop.testing import ScriptedModel, final
+from ownloop.tools import ToolRegistry
 from tests.durable_worker import SCRIPTS, Job, build_registry, ledger_rows
 
 
@@ -178,3 +181,38 @@ def test_a_journal_entry_with_other_arguments_is_never_replayed_as_this_call(
     assert (result.status.value, result.stop_reason.value) == ("unresolved", "unresolved_effect")
     assert "records other arguments" in (result.pending[0].reason or "")
     assert ledger_rows(tmp_path) == []
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ids=st.lists(st.text(min_size=1, max_size=128), min_size=1, max_size=4))
+def test_any_ids_a_model_sends_run_every_write_once(ids: list[str]) -> None:
+    """Whatever ids the model sends (repeated, reused, odd), each proposed write runs once."""
+    done: list[str] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def mark(n: int) -> int:
+        """Mark one.
+
+        Args:
+            n: Which.
+        """
+        done.append(str(n))
+        return n
+
+    turns = [
+        ModelResponse(tool_calls=(ToolCall(id=call_id, name="mark", arguments={"n": index}),))
+        for index, call_id in enumerate(ids)
+    ]
+    both = tuple(ToolCall(id=ids[0], name="mark", arguments={"n": 100 + i}) for i in range(2))
+    script = [*turns, ModelResponse(tool_calls=both), final("done")]
+    agent = Agent(
+        ScriptedModel(script),
+        registry,
+        policy=allow_writes("mark"),
+        store=MemoryRunStore(),
+        limits=Limits(max_repeats=10),
+    )
+    result = agent.run_sync("mark them")
+    assert result.status.value == "completed"
+    assert done == [*(str(i) for i in range(len(ids))), "100", "101"]
