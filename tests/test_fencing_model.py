@@ -14,7 +14,7 @@ After every step: no external effect happened twice (the ledger), no approval-ga
 approval, every journaled receipt belongs to the call that produced it, every result is typed and
 within its budgets, and every trace numbers its events without gaps.
 
-Examples per store: ``OWNLOOP_FENCING_EXAMPLES`` (default 800 for memory, a third of that for
+Examples per store: ``OWNLOOP_FENCING_EXAMPLES`` (default 2000 for memory, a third of that for
 SQLite and a tenth for PostgreSQL); ``OWNLOOP_FENCING_EXAMPLES=100000`` is the long search.
 """
 
@@ -65,7 +65,7 @@ from tests.durable_support import fresh_schema, postgres_dsn
 
 TTL = 30.0
 LIMITS = Limits(max_steps=6, max_tool_calls=12, max_tool_attempts=24, max_repeats=4)
-BASE = int(os.environ.get("OWNLOOP_FENCING_EXAMPLES", "800"))
+BASE = int(os.environ.get("OWNLOOP_FENCING_EXAMPLES", "2000"))
 MODES = ("ok", "ok", "transient", "raise", "unknown", "crash")
 IDS = ("c1", "c1", "c2", "dup", "call#1")
 
