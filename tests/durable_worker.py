@@ -67,6 +67,8 @@ class Job:
         reconcile: Whether the export tool declares a lookup reading the ledger.
         lease_ttl_s: The worker's lease duration.
         start_file: If set, wait for this file before starting (to race workers).
+        stall_at: A kill point where the worker stalls (blocked, no heartbeat) until released.
+        label: Names the worker's report (default: its worker id), for workers sharing an id.
     """
 
     run_id: str
@@ -78,8 +80,10 @@ class Job:
     scenario: str = "export"
     kill_at: str | None = None
     reconcile: bool = False
-    lease_ttl_s: float = 0.2
+    lease_ttl_s: float = 5.0
     start_file: str | None = None
+    stall_at: str | None = None
+    label: str | None = None
 
     def path(self, name: str) -> Path:
         """Return a file of this job's directory."""
@@ -120,7 +124,7 @@ def _halt(job: Job, point: str) -> None:
     job.path("halted.tmp").replace(job.path("halted"))  # atomic: the test never reads it half
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if point == "write:hold" and job.path("release").exists():
+        if point in ("write:hold", job.stall_at) and job.path("release").exists():
             return
         time.sleep(0.005)
     os._exit(3)  # never killed: the test is broken; never continue past a kill point
@@ -197,7 +201,7 @@ class PausingStore:
         return getattr(self._store, name)
 
     def _after(self, point: str) -> None:
-        if point == self._job.kill_at:
+        if point in (self._job.kill_at, self._job.stall_at):
             _halt(self._job, point)
 
     async def save(
@@ -209,14 +213,16 @@ class PausingStore:
         self._after(f"save:{self._saves}")
         return version
 
-    async def record_intent(self, intent: WriteIntent) -> None:
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Journal the intent, then halt at ``intent``."""
-        await self._store.record_intent(intent)
+        await self._store.record_intent(intent, lease=lease)
         self._after("intent")
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
         """Journal the receipt, then halt at ``receipt``."""
-        await self._store.record_receipt(run_id, call_id, receipt)
+        await self._store.record_receipt(run_id, call_id, receipt, lease=lease)
         self._after("receipt")
 
 
@@ -277,9 +283,9 @@ async def _work(job: Job) -> dict[str, Any]:
 def work(job: Job) -> None:
     """The worker process's entry point: do the job and write its report atomically."""
     report = asyncio.run(_work(job))
-    partial = job.path(f"{job.worker_id}.{job.mode}.tmp")
+    partial = job.path(f"{job.label or job.worker_id}.{job.mode}.tmp")
     partial.write_text(json.dumps(report))
-    partial.replace(job.path(f"{job.worker_id}.{job.mode}.json"))
+    partial.replace(job.path(f"{job.label or job.worker_id}.{job.mode}.json"))
 
 
 def start(job: Job) -> BaseProcess:
@@ -291,7 +297,8 @@ def start(job: Job) -> BaseProcess:
 
 def report(job: Job) -> dict[str, Any]:
     """Return the report a finished worker wrote."""
-    data: dict[str, Any] = json.loads(job.path(f"{job.worker_id}.{job.mode}.json").read_text())
+    name = job.label or job.worker_id
+    data: dict[str, Any] = json.loads(job.path(f"{name}.{job.mode}.json").read_text())
     return data
 
 

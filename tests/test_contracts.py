@@ -122,6 +122,7 @@ PENDING = PendingOperation(
     revision="rev-7",
     reason="the payment service timed out",
     created_at=AT,
+    journal_key="call#3",
 )
 LIMITS = Limits(
     max_steps=8,
@@ -319,7 +320,7 @@ EVENT_PAYLOADS += [
         "reason": "order checked",
         "source": "supplied",
     },
-    {"kind": "run_resumed", "approvals": 1, "elapsed_s": 4.5},
+    {"kind": "run_resumed", "approvals": 1, "elapsed_s": 4.5, "taken_over_from": "worker-0"},
     {"kind": "revision_audited", "call_id": "call_3", "tool": "refund_order", "revision": "rev-8"},
     {
         "kind": "effect_reconciled",
@@ -398,9 +399,18 @@ WRITE_INTENT = WriteIntent(
     idempotency_key="idem-1",
     arguments_digest=DIGEST,
     recorded_at=AT,
+    provider_call_id="call_3",
 )
 JOURNAL_ENTRY = JournalEntry(intent=WRITE_INTENT, receipt=RECEIPT)
-LEASE = Lease(run_id="run-1", owner="worker-1", token="tok-1", expires_at=AT)
+LEASE = Lease(
+    run_id="run-1",
+    owner="worker-1",
+    token="tok-1",
+    expires_at=AT,
+    host="host-a",
+    pid=4242,
+    taken_over_from="worker-0",
+)
 RUN_SUMMARY = RunSummary(
     run_id="run-1",
     state="paused",

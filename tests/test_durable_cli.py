@@ -85,7 +85,7 @@ def test_runs_show_json_holds_every_record(paused: Job, capsys: pytest.CaptureFi
     assert main(["runs", "show", "export-1", "--db", paused.database, "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert (records["version"], records["snapshot"]["state"]) == (6, "finished")
-    assert [entry["intent"]["call_id"] for entry in records["journal"]] == ["c2"]
+    assert [entry["intent"]["provider_call_id"] for entry in records["journal"]] == ["c2"]
     assert records["submitted_approvals"] == []
 
 
@@ -231,3 +231,41 @@ def test_postgres_store_from_the_environment(
     monkeypatch.delenv("OWNLOOP_DATABASE_URL")
     assert main(["runs", "show", "pg-cli-run", "--dsn", dsn]) == 0
     assert "answer:      Exported q3." in capsys.readouterr().out
+
+
+def test_withdraw_lets_another_decision_be_submitted(
+    paused: Job, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Runs withdraw deletes a stored decision (exit 1 when there is none); a new one is stored."""
+    request = _request(paused)
+    base = ["--db", paused.database]
+    assert main(["approve", "refund-1", request, "--deny", "--approver", "bob", *base]) == 0
+    assert main(["runs", "withdraw", "refund-1", request, *base]) == 0
+    assert f"withdrew 1 decision(s) on request {request}" in capsys.readouterr().out
+    assert main(["runs", "withdraw", "refund-1", request, *base]) == 1
+    assert main(["approve", "refund-1", request, "--approver", "al", *base]) == 0
+    assert main(["runs", "show", "refund-1", *base]) == 0
+    assert "approved by al" in capsys.readouterr().out
+
+
+def test_unlock_takes_a_stuck_workers_lease_and_resume_can_take_over(
+    paused: Job, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs unlock frees a run a live worker still holds; resume --take-over does it in one go."""
+    monkeypatch.setenv(JOB_VARIABLE, json.dumps(paused.__dict__))
+
+    async def hold() -> None:
+        async with SqliteRunStore(paused.database) as store:
+            await store.acquire_lease("refund-1", "stuck-worker", 3600)
+
+    agent = ["--agent", "tests.durable_worker:cli_agent"]
+    asyncio.run(hold())
+    assert main(["resume", "refund-1", *agent]) == 2
+    assert "stuck-worker" in capsys.readouterr().err
+    assert main(["runs", "unlock", "refund-1", "--db", paused.database]) == 0
+    assert "unlocked run refund-1 (taken from stuck-worker)" in capsys.readouterr().out
+    assert main(["resume", "refund-1", *agent]) == 1  # paused again: nothing decided yet
+    assert main(["runs", "unlock", "refund-1", "--db", paused.database]) == 0
+    assert "it was not held" in capsys.readouterr().out
+    asyncio.run(hold())
+    assert main(["resume", "refund-1", *agent, "--take-over"]) == 1

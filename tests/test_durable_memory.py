@@ -102,7 +102,7 @@ def test_checkpoints_after_every_step_and_at_the_end() -> None:
     assert [snapshot.state for snapshot in store.saved] == ["running"] * 5 + ["finished"]
     assert store.saved[-1].result == result
     journal = asyncio.run(store.journal("r1"))
-    assert [(entry.intent.call_id, entry.receipt.status) for entry in journal] == [("e1", "ok")]
+    assert [(e.intent.provider_call_id, e.receipt.status) for e in journal] == [("e1", "ok")]
 
 
 def test_pause_then_resume_by_run_id_with_a_submitted_approval() -> None:

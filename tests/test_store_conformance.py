@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -11,8 +14,14 @@ from typing import Any
 import pytest
 
 from ownloop import Approval, Receipt, RunStatus
-from ownloop.contracts import RunSnapshot, WriteIntent
-from ownloop.exceptions import RunLeased, SchemaVersionError, StaleCheckpoint
+from ownloop.contracts import ApprovalRequest, Lease, RunSnapshot, WriteIntent
+from ownloop.exceptions import (
+    RunLeased,
+    RunNotFound,
+    SchemaVersionError,
+    StaleCheckpoint,
+    UnknownApprovalRequest,
+)
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
 
@@ -137,13 +146,27 @@ def test_lease_is_exclusive_until_it_expires(store: RunStore, run: Run) -> None:
     assert second.expires_at > first.expires_at
 
 
-def test_the_holder_may_renew_its_lease(store: RunStore, run: Run) -> None:
-    """The owner of an unexpired lease can take it again (a new token); others still cannot."""
+def test_a_lease_belongs_to_one_acquisition_not_to_an_owner(store: RunStore, run: Run) -> None:
+    """A second acquisition under the same owner name is refused while the first is current."""
     first = run(store.acquire_lease("run-1", "worker-a", 60))
-    again = run(store.acquire_lease("run-1", "worker-a", 60))
-    assert again.token != first.token
+    with pytest.raises(RunLeased, match="worker-a"):
+        run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.save(snapshot(), expected_version=None, lease=first))
+
+
+def test_the_holder_renews_its_lease_and_keeps_its_token(store: RunStore, run: Run) -> None:
+    """Renewal pushes the expiry on and keeps the token; a lost lease cannot be renewed."""
+    first = run(store.acquire_lease("run-1", "worker-a", 0.3))
+    renewed = run(store.renew_lease(first, 60))
+    assert renewed.token == first.token
+    assert renewed.expires_at > first.expires_at
+    time.sleep(0.35)  # past the first expiry, within the renewed one
     with pytest.raises(RunLeased):
         run(store.acquire_lease("run-1", "worker-b", 60))
+    run(store.save(snapshot(), expected_version=None, lease=renewed))
+    run(store.release_lease(renewed))
+    with pytest.raises(RunLeased, match="was lost"):
+        run(store.renew_lease(renewed, 60))
 
 
 def test_leases_are_per_run(store: RunStore, run: Run) -> None:
@@ -231,8 +254,25 @@ def test_intent_for_a_write_with_a_receipt_is_refused(store: RunStore, run: Run)
     assert [entry.receipt for entry in run(store.journal("run-1"))] == [_receipt("c1")]
 
 
+def _waiting(store: RunStore, run: Run, run_id: str, *request_ids: str) -> None:
+    """Store a run paused for the named approval requests."""
+    requests = [
+        ApprovalRequest(id=name, call_id="c1", tool="export", arguments={}, digest=f"dg-{name}")
+        for name in request_ids
+    ]
+    paused = snapshot(run_id, state="paused", status=RunStatus.PAUSED)
+    run(
+        store.save(
+            paused.model_copy(update={"approval_requests": tuple(requests)}),
+            expected_version=None,
+        )
+    )
+
+
 def test_submitted_approvals_wait_in_order(store: RunStore, run: Run) -> None:
     """Decisions submitted for a run come back in submission order, and only for that run."""
+    _waiting(store, run, "run-1", "req-1", "req-2")
+    _waiting(store, run, "run-2", "req-9")
     run(store.submit_approval("run-1", _approval("req-2", "bob")))
     run(store.submit_approval("run-2", _approval("req-9")))
     run(store.submit_approval("run-1", _approval("req-1")))
@@ -313,3 +353,124 @@ def test_snapshot_type_is_kept(store: RunStore, run: Run) -> None:
     stored = run(store.get("run-1"))
     assert stored is not None
     assert isinstance(stored.snapshot, RunSnapshot)
+
+
+def test_misaddressed_approval_is_refused_at_submission(store: RunStore, run: Run) -> None:
+    """A decision naming no request the run waits for is refused and nothing is stored."""
+    _waiting(store, run, "run-1", "req-1")
+    with pytest.raises(UnknownApprovalRequest, match="not waiting for request 'req-typo'"):
+        run(store.submit_approval("run-1", _approval("req-typo")))
+    with pytest.raises(RunNotFound):
+        run(store.submit_approval("missing", _approval("req-1")))
+    digest_only = Approval(digest="dg-req-1", approved=True, approver="alice", decided_at=T0)
+    run(store.submit_approval("run-1", digest_only))
+    assert run(store.submitted_approvals("run-1")) == [digest_only]
+
+
+def test_a_second_decision_for_a_request_is_refused_until_withdrawn(
+    store: RunStore, run: Run
+) -> None:
+    """The first stored decision stands (a repeat is a no-op); withdrawn, another is stored."""
+    _waiting(store, run, "run-1", "req-1")
+    run(store.submit_approval("run-1", _approval("req-1", "alice")))
+    run(store.submit_approval("run-1", _approval("req-1", "alice")))  # a repeated click
+    with pytest.raises(UnknownApprovalRequest, match="already has a stored decision"):
+        run(store.submit_approval("run-1", _approval("req-1", "bob")))
+    assert run(store.withdraw_approvals("run-1", "req-1")) == 1
+    assert run(store.withdraw_approvals("run-1", "req-1")) == 0
+    run(store.submit_approval("run-1", _approval("req-1", "bob")))
+    assert run(store.submitted_approvals("run-1")) == [_approval("req-1", "bob")]
+
+
+def test_journal_writes_are_fenced_by_the_lease(store: RunStore, run: Run) -> None:
+    """After a take-over the old holder can journal neither an intent nor a receipt."""
+    old = run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.record_intent(_intent("c1"), lease=old))
+    new = run(store.acquire_lease("run-1", "worker-b", 60, take_over=True))
+    assert new.taken_over_from == "worker-a"
+    with pytest.raises(RunLeased):
+        run(store.record_intent(_intent("c2"), lease=old))
+    with pytest.raises(RunLeased):
+        run(store.record_receipt("run-1", "c1", _receipt("c1"), lease=old))
+    with pytest.raises(RunLeased):
+        run(store.save(snapshot(), expected_version=None, lease=old))
+    assert [entry.intent.call_id for entry in run(store.journal("run-1"))] == ["c1"]
+    run(store.record_receipt("run-1", "c1", _receipt("c1"), lease=new))
+    run(store.record_intent(_intent("c2"), lease=new))
+    assert [e.receipt for e in run(store.journal("run-1"))] == [_receipt("c1"), None]
+
+
+def test_an_expired_lease_writes_nothing_even_before_a_take_over(store: RunStore, run: Run) -> None:
+    """A stalled holder whose lease ran out is refused although nobody took the run yet."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 0.05))
+    time.sleep(0.1)
+    with pytest.raises(RunLeased):
+        run(store.record_intent(_intent("c1"), lease=lease))
+    with pytest.raises(RunLeased):
+        run(store.save(snapshot(), expected_version=None, lease=lease))
+    with pytest.raises(RunLeased):
+        run(store.renew_lease(lease, 60))
+    assert run(store.journal("run-1")) == []
+    assert run(store.acquire_lease("run-1", "worker-b", 60)).taken_over_from is None
+
+
+def test_a_dead_holder_on_this_host_is_taken_over_at_once(store: RunStore, run: Run) -> None:
+    """A lease whose holder process has ended on this host does not block a new worker."""
+    dead = subprocess.Popen([sys.executable, "-c", "import ownloop.store"])
+    dead.wait()
+
+    async def held_by_the_dead_process() -> Lease:
+        lease = await store.acquire_lease("run-1", "worker-dead", 60)
+        await _pretend_holder(store, lease, dead.pid)
+        return lease
+
+    old = run(held_by_the_dead_process())
+    new = run(store.acquire_lease("run-1", "worker-b", 60))
+    assert (new.taken_over_from, new.pid) == ("worker-dead", os.getpid())
+    with pytest.raises(RunLeased):
+        run(store.record_intent(_intent("c1"), lease=old))
+
+
+async def _pretend_holder(store: RunStore, lease: Lease, pid: int) -> None:
+    """Rewrite the stored holder's process id (as if another process had taken the lease)."""
+    if isinstance(store, MemoryRunStore):
+        store._leases[lease.run_id] = lease.model_copy(update={"pid": pid})
+    elif isinstance(store, SqliteRunStore):
+        store._db.execute("UPDATE leases SET pid = ? WHERE run_id = ?", (pid, lease.run_id))
+    else:
+        assert isinstance(store, PostgresRunStore)
+        connection = await store._connect()
+        await connection.execute(
+            f"UPDATE {store.schema}.leases SET pid = %s WHERE run_id = %s",
+            (pid, lease.run_id),
+        )
+
+
+def test_concurrent_acquisitions_have_exactly_one_winner(store: RunStore, run: Run) -> None:
+    """Many acquisitions of one run at once, even under one owner name: exactly one wins."""
+
+    async def race() -> list[Lease | BaseException]:
+        return await asyncio.gather(
+            *(store.acquire_lease("run-1", "same-worker", 60) for _ in range(8)),
+            return_exceptions=True,
+        )
+
+    outcomes = run(race())
+    assert sum(isinstance(item, Lease) for item in outcomes) == 1
+    assert all(isinstance(item, Lease | RunLeased) for item in outcomes)
+
+
+def test_a_fenced_receipt_without_its_intent_records_nothing(store: RunStore, run: Run) -> None:
+    """Under a current lease, a receipt for a call never journaled adds no entry."""
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    run(store.record_receipt("run-1", "ghost", _receipt("ghost"), lease=lease))
+    assert run(store.journal("run-1")) == []
+
+
+def test_a_write_whose_receipt_is_unknown_may_be_journaled_again(store: RunStore, run: Run) -> None:
+    """A lookup that cleared an unknown write lets its intent be recorded again (same key)."""
+    run(store.record_intent(_intent("c1")))
+    unknown = Receipt(call_id="c1", tool="export", status="unknown", effect="unknown")
+    run(store.record_receipt("run-1", "c1", unknown))
+    run(store.record_intent(_intent("c1")))
+    assert [entry.receipt for entry in run(store.journal("run-1"))] == [None]

@@ -37,13 +37,13 @@ def _intent(call_id: str = "c1") -> WriteIntent:
 
 
 def test_file_is_in_wal_mode_with_its_schema_version(tmp_path: Path) -> None:
-    """A new file gets WAL journaling, the four tables and store schema version 1."""
+    """A new file gets WAL journaling, the four tables and store schema version 2."""
     store = SqliteRunStore(tmp_path / "runs.db")
     raw = _raw(tmp_path / "runs.db")
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"runs", "leases", "journal", "approvals", "ownloop_schema"} <= tables
-    assert raw.execute("SELECT version FROM ownloop_schema").fetchall() == [(1,)]
+    assert raw.execute("SELECT version FROM ownloop_schema").fetchall() == [(1,), (2,)]
     raw.close()
     asyncio.run(store.close())
     reopened = SqliteRunStore(tmp_path / "runs.db")  # migrations do not run twice
@@ -119,9 +119,9 @@ def test_database_of_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
     """Opening a file laid out by a newer ownloop fails fast and leaves it untouched."""
     asyncio.run(SqliteRunStore(tmp_path / "runs.db").close())
     raw = _raw(tmp_path / "runs.db")
-    raw.execute("INSERT INTO ownloop_schema VALUES (2, 'later')")
+    raw.execute("INSERT INTO ownloop_schema VALUES (3, 'later')")
     raw.close()
-    with pytest.raises(SchemaVersionError, match="store schema version 2"):
+    with pytest.raises(SchemaVersionError, match="store schema version 3"):
         SqliteRunStore(tmp_path / "runs.db")
 
 
@@ -224,4 +224,22 @@ def test_one_store_is_safe_across_threads(tmp_path: Path) -> None:
         thread.join()
     assert errors == []
     assert [line.version for line in asyncio.run(store.list_runs())] == [21] * 4
+    asyncio.run(store.close())
+
+
+def test_a_version_1_file_is_migrated_and_keeps_its_runs(tmp_path: Path) -> None:
+    """A file laid out by store schema 1 gains the lease holder columns; its runs stay."""
+    from ownloop.store._schema import SQLITE_MIGRATIONS
+
+    raw = _raw(tmp_path / "old.db")
+    for statement in SQLITE_MIGRATIONS[0]:
+        raw.execute(statement)
+    raw.execute("CREATE TABLE ownloop_schema (version INTEGER PRIMARY KEY, applied_at TEXT)")
+    raw.execute("INSERT INTO ownloop_schema VALUES (1, 'then')")
+    raw.execute("INSERT INTO leases VALUES ('run-1', 'old-worker', 'tok', 0)")
+    raw.commit()
+    raw.close()
+    store = SqliteRunStore(tmp_path / "old.db")
+    lease = asyncio.run(store.acquire_lease("run-1", "new-worker", 60))
+    assert (lease.owner, lease.taken_over_from) == ("new-worker", None)
     asyncio.run(store.close())

@@ -58,6 +58,7 @@ if _TYPE_CHECKING:
         TransientModelError,
         TransientToolError,
         UnexpectedModelCall,
+        UnknownApprovalRequest,
         UnknownEffectError,
     )
     from ownloop.models import AgentModel
@@ -129,6 +130,7 @@ _EXPORTS = {
     "TransientModelError": "ownloop.exceptions",
     "TransientToolError": "ownloop.exceptions",
     "UnexpectedModelCall": "ownloop.exceptions",
+    "UnknownApprovalRequest": "ownloop.exceptions",
     "UnknownEffectError": "ownloop.exceptions",
     "AgentModel": "ownloop.models",
     "Policy": "ownloop.policy",
@@ -233,6 +235,7 @@ __all__ = [
     "TransientModelError",
     "TransientToolError",
     "UnexpectedModelCall",
+    "UnknownApprovalRequest",
     "UnknownEffectError",
     "Usage",
     "ValidatedCall",

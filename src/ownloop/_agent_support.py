@@ -15,7 +15,13 @@ from typing import TypeVar
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError
 
-__all__ = ["check_requests", "run_blocking", "sdk_version", "snapshot_of_result"]
+__all__ = [
+    "check_requests",
+    "run_blocking",
+    "sdk_version",
+    "snapshot_of_result",
+    "usable_submissions",
+]
 
 T = TypeVar("T")
 
@@ -79,6 +85,30 @@ def check_requests(snapshot: RunSnapshot, decisions: list[Approval]) -> None:
                 f"approval names request {approval.request_id}, which run {snapshot.run_id} "
                 f"is not waiting for (waiting: {', '.join(sorted(waiting)) or 'none'})"
             )
+
+
+def usable_submissions(snapshot: RunSnapshot, submitted: list[Approval]) -> list[Approval]:
+    """Pick the stored decisions a resume applies: the first for each request the run waits for.
+
+    A stored decision that names nothing the run waits for any more (already applied, withdrawn
+    request, a run that moved on) is skipped, never an error: nothing stored can block a resume.
+
+    Args:
+        snapshot: The run.
+        submitted: The decisions stored for it, in order.
+
+    Returns:
+        The decisions to apply.
+    """
+    applied = {*snapshot.approvals, *snapshot.available_approvals}
+    waiting = {name for r in snapshot.approval_requests for name in (r.id, r.digest)}
+    usable: list[Approval] = []
+    for approval in submitted:
+        named = approval.request_id or approval.digest
+        if approval not in applied and named in waiting:
+            waiting.discard(named)  # the first decision stands
+            usable.append(approval)
+    return usable
 
 
 @functools.cache

@@ -17,7 +17,13 @@ from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from ownloop._agent_checks import check_configuration, warn_never_offered
-from ownloop._agent_support import check_requests, run_blocking, sdk_version, snapshot_of_result
+from ownloop._agent_support import (
+    check_requests,
+    run_blocking,
+    sdk_version,
+    snapshot_of_result,
+    usable_submissions,
+)
 from ownloop._text import clean_text
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
@@ -41,7 +47,7 @@ from ownloop.contracts import (
 )
 from ownloop.cost import PriceTable
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
-from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
+from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
 from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
@@ -89,8 +95,12 @@ class Agent:
             always added as secret keys.
         store: Where runs are checkpointed after every step and their writes journaled, so a
             paused or crashed run resumes in another process without repeating a write.
-        worker_id: This worker's name in leases (default: host name and process id).
-        lease_ttl_s: How long a worker's lease on a run lasts before another may take over.
+        worker_id: This worker's name in leases (default: host name and process id). It names
+            the holder in messages and grants nothing: every acquisition of a run gets its own
+            fencing token, so two resumes in one process never both hold a run.
+        lease_ttl_s: How long a run's lease lasts without a heartbeat; a running segment renews
+            it every third of that, so it bounds how long a dead worker blocks a run, not how
+            long a run may take.
         context: Keeps requests bounded: compacts the conversation when the next request's
             estimated size would exceed the policy's cap.
         summarizer: A model that condenses the turns compaction removes (its calls count
@@ -124,7 +134,7 @@ class Agent:
         redactor: Redactor | None = None,
         store: RunStore | None = None,
         worker_id: str | None = None,
-        lease_ttl_s: float = 300.0,
+        lease_ttl_s: float = 30.0,
         context: ContextPolicy | None = None,
         summarizer: AgentModel | None = None,
         prices: PriceTable | None = None,
@@ -323,8 +333,10 @@ class Agent:
         if self.store is None:
             return await self._driver.drive(loop)
         lease = await self.store.acquire_lease(state.run_id, self.worker_id, self._lease_ttl_s)
+        session = RunSession(self.store, lease, None, ttl_s=self._lease_ttl_s)
         try:
-            return await self._driver.drive(loop, RunSession(self.store, lease, None))
+            async with session.heartbeat():
+                return await self._driver.drive(loop, session)
         finally:
             await self.store.release_lease(lease)
 
@@ -360,6 +372,7 @@ class Agent:
         *,
         approvals: Iterable[Approval] = (),
         accept_changes: bool = False,
+        take_over: bool = False,
     ) -> RunResult:
         """Continue a paused (or, from a store, interrupted) run exactly where it stopped.
 
@@ -367,10 +380,15 @@ class Agent:
             paused: The paused run's result, or a run id to load from the agent's store (a
                 run paused for approval, or one whose worker died mid-run).
             approvals: Decisions, each naming a request the run waits for (or an exact digest);
-                decisions submitted to the store (``ownloop approve``) are added.
+                decisions submitted to the store (``ownloop approve``) for requests the run
+                still waits for are added.
             accept_changes: Continue even if this agent's limits, policy, validators or tools
                 differ from those the run was recorded with (``versions.policy_digest``); the
                 change is recorded as a ``configuration_changed`` trace event.
+            take_over: Take the run even though another worker's lease has not expired (you
+                know that worker is dead or stuck). Safe: the old holder can record nothing
+                more, so it executes no further write. Recorded in the trace. A holder on this
+                host whose process has ended is taken over without it.
 
         Returns:
             The result of the continued run; its trace holds the events from before.
@@ -394,21 +412,27 @@ class Agent:
             raise ConfigurationError("resuming a run by id needs Agent(store=...)")
         # Lease first, then load: a worker must never continue from a view another worker
         # changed after it was read.
-        lease = await store.acquire_lease(run_id, self.worker_id, self._lease_ttl_s)
+        lease = await store.acquire_lease(
+            run_id, self.worker_id, self._lease_ttl_s, take_over=take_over
+        )
+        session = RunSession(store, lease, None, ttl_s=self._lease_ttl_s)
         try:
-            stored = await store.get(run_id)
-            if stored is None:
-                raise RunNotFound(f"no run {run_id!r} in {store!r}")
-            applied = {*stored.snapshot.approvals, *stored.snapshot.available_approvals}
-            submitted = [a for a in await store.submitted_approvals(run_id) if a not in applied]
-            state = self._restore(
-                stored.snapshot,
-                [*submitted, *decisions],
-                await store.journal(run_id),
-                accept_changes,
-            )
-            loop = run_loop(self._config, state)
-            return await self._driver.drive(loop, RunSession(store, lease, stored.version))
+            async with session.heartbeat():
+                stored = await store.get(run_id)
+                if stored is None:
+                    raise RunNotFound(f"no run {run_id!r} in {store!r}")
+                submitted = usable_submissions(
+                    stored.snapshot, await store.submitted_approvals(run_id)
+                )
+                state = self._restore(
+                    stored.snapshot,
+                    [*submitted, *decisions],
+                    await store.journal(run_id),
+                    accept_changes,
+                )
+                state.taken_over_from = lease.taken_over_from
+                session.version = stored.version
+                return await self._driver.drive(run_loop(self._config, state), session)
         finally:
             await store.release_lease(lease)
 
@@ -483,6 +507,7 @@ class Agent:
         *,
         approvals: Iterable[Approval] = (),
         accept_changes: bool = False,
+        take_over: bool = False,
     ) -> RunResult:
         """Resume a paused run from synchronous code; the same as awaiting `resume`.
 
@@ -490,26 +515,37 @@ class Agent:
             paused: The paused run's result, or a run id to load from the store.
             approvals: The decisions.
             accept_changes: Continue under a configuration that differs from the recorded one.
+            take_over: Take the run from a worker whose lease has not expired.
 
         Returns:
             The result of the continued run.
         """
         return run_blocking(
-            lambda: self.resume(paused, approvals=approvals, accept_changes=accept_changes),
+            lambda: self.resume(
+                paused, approvals=approvals, accept_changes=accept_changes, take_over=take_over
+            ),
             "resume",
         )
 
     def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
-        """Re-validate the calls of pending writes from the conversation, for their lookups."""
-        wanted = {operation.call_id for operation in state.pending}
+        """Re-validate the calls of pending writes from the conversation, for their lookups.
+
+        A model may reuse a call id, so a call is matched by its id *and* arguments digest.
+        """
         found: dict[str, ValidatedCall] = {}
-        for message in state.messages:
-            if not isinstance(message, AssistantMessage):
-                continue
-            for call in message.tool_calls:
-                validated = self.tools.validate(call) if call.id in wanted else None
-                if isinstance(validated, ValidatedCall):
-                    found[call.id] = validated
+        for operation in state.pending:
+            for message in state.messages:
+                if not isinstance(message, AssistantMessage):
+                    continue
+                for call in message.tool_calls:
+                    if call.id != operation.call_id:
+                        continue
+                    validated = self.tools.validate(call)
+                    if (
+                        isinstance(validated, ValidatedCall)
+                        and validated.digest == operation.arguments_digest
+                    ):
+                        found[pending_key(operation)] = validated
         return found
 
     def _trace_redactor(self) -> Redactor:

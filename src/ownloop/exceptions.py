@@ -13,7 +13,8 @@ tool that cannot be described), and *run failures* that carry the context needed
     │   └── SendRefused                 the run's budget refuses another request (a re-ask)
     ├── ConfigurationError              the application configured something impossible
     │   ├── ToolDefinitionError         a tool function cannot become a strict tool
-    │   └── InputRejected               a task or argument is refused before any model call
+    │   ├── InputRejected               a task or argument is refused before any model call
+    │   └── UnknownApprovalRequest      a decision names no request the run waits for
     ├── ModelError                      the model port failed
     │   ├── ProviderError               a provider answered (or did not) with an error
     │   │   ├── TransientModelError     worth retrying (rate limit, 5xx, timeout)
@@ -55,6 +56,7 @@ __all__ = [
     "TransientModelError",
     "TransientToolError",
     "UnexpectedModelCall",
+    "UnknownApprovalRequest",
     "UnknownEffectError",
 ]
 
@@ -161,6 +163,10 @@ class ToolDefinitionError(ConfigurationError):
 
 class InputRejected(ConfigurationError):
     """An input was refused before any model call (empty, oversized or malformed)."""
+
+
+class UnknownApprovalRequest(ConfigurationError):
+    """A decision names no request the run waits for (or one that already has a decision)."""
 
 
 # --------------------------------------------------------------------------- model failures

@@ -8,8 +8,10 @@ application's revision callable, the approver and reconcile lookups, the clock. 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from ownloop._text import safe_str
@@ -23,6 +25,7 @@ from ownloop.contracts import (
     ModelResponse,
     RunResult,
 )
+from ownloop.exceptions import OwnloopError, RunLeased
 from ownloop.loop import (
     AskApprover,
     CallModel,
@@ -69,33 +72,84 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
 
 
 class RunSession:
-    """The durable side of one run: its store, lease and the version last saved.
+    """The durable side of one run segment: its store, its lease and the version last saved.
+
+    Every record is written under the lease (fencing): once the lease expired or another worker
+    took the run over, the store refuses this worker's intents, receipts and checkpoints with
+    `RunLeased`, so it executes no further write. While the segment runs, `heartbeat` renews the
+    lease every ``ttl_s / 3`` seconds, so a healthy run is never taken over however long it is.
 
     Args:
         store: Where the run is checkpointed and journaled.
         lease: The lease this worker holds on the run.
         version: The stored version this worker last saw (``None`` for a new run).
+        ttl_s: The lease's time to live: how long the store waits without a heartbeat.
     """
 
-    def __init__(self, store: RunStore, lease: Lease | None, version: int | None) -> None:
+    def __init__(
+        self, store: RunStore, lease: Lease | None, version: int | None, *, ttl_s: float = 30.0
+    ) -> None:
         self.store = store
         self.lease = lease
         self.version = version
+        self.ttl_s = ttl_s
+        self.lost = False
+        self._renewed_at = time.monotonic()
 
     async def perform(self, effect: Persist | RecordIntent | RecordReceipt) -> None:
-        """Save a checkpoint or a journal record.
+        """Save a checkpoint or a journal record, under the lease.
 
         Args:
             effect: What to record.
+
+        Raises:
+            RunLeased: If this worker no longer holds the run.
         """
+        if self.lease is not None and time.monotonic() - self._renewed_at >= self.ttl_s / 3:
+            await self._renew(self.lease)  # a segment that never yielded to the heartbeat
+        lease = self.lease
         if isinstance(effect, Persist):
             self.version = await self.store.save(
-                effect.snapshot, expected_version=self.version, lease=self.lease
+                effect.snapshot, expected_version=self.version, lease=lease
             )
         elif isinstance(effect, RecordIntent):
-            await self.store.record_intent(effect.intent)
+            await self.store.record_intent(effect.intent, lease=lease)
         else:
-            await self.store.record_receipt(effect.run_id, effect.call_id, effect.receipt)
+            await self.store.record_receipt(
+                effect.run_id, effect.call_id, effect.receipt, lease=lease
+            )
+
+    @contextlib.asynccontextmanager
+    async def heartbeat(self) -> AsyncIterator[None]:
+        """Renew the lease in the background while the block runs (no-op without a lease)."""
+        if self.lease is None:
+            yield
+            return
+        beating = asyncio.create_task(
+            self._beat(self.lease), name=f"ownloop-lease-{self.lease.run_id}"
+        )
+        try:
+            yield
+        finally:
+            beating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+
+    async def _renew(self, lease: Lease) -> None:
+        """Renew the lease now; a lost lease stays lost (its writes are refused)."""
+        try:
+            self.lease = await self.store.renew_lease(lease, self.ttl_s)
+        except RunLeased:
+            self.lost = True  # the next record is refused: the run stops writing
+            return
+        except OwnloopError:  # a failed renewal is retried at the next beat
+            return
+        self._renewed_at = time.monotonic()
+
+    async def _beat(self, lease: Lease) -> None:
+        while not self.lost:
+            await asyncio.sleep(self.ttl_s / 3)
+            await self._renew(self.lease or lease)
 
 
 class Driver:

@@ -26,7 +26,16 @@ from ownloop.redaction import Bounds, Redactor
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tracing import format_trace
 
-__all__ = ["approve", "list_runs", "open_store", "register", "resume", "show_run"]
+__all__ = [
+    "approve",
+    "list_runs",
+    "open_store",
+    "register",
+    "resume",
+    "show_run",
+    "unlock_run",
+    "withdraw_decision",
+]
 
 DATABASE_URL_VARIABLE = "OWNLOOP_DATABASE_URL"
 DEFAULT_DATABASE = "ownloop.db"
@@ -71,7 +80,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     decide.add_argument("--reason", help="why, recorded in the audit trail")
     decide.add_argument("--approver", help="who decides (default: the current user)")
     decide.set_defaults(handler=approve)
-    for parser in (listing, show, decide):
+    withdraw = actions.add_parser("withdraw", help="withdraw a stored decision before a resume")
+    withdraw.add_argument("run_id", metavar="RUN_ID")
+    withdraw.add_argument("request_id", metavar="REQUEST_ID")
+    withdraw.set_defaults(handler=withdraw_decision)
+    unlock = actions.add_parser(
+        "unlock", help="take a dead or stuck worker's lease away so the run can be resumed now"
+    )
+    unlock.add_argument("run_id", metavar="RUN_ID")
+    unlock.set_defaults(handler=unlock_run)
+    for parser in (listing, show, decide, withdraw, unlock):
         _store_options(parser)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
     proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
@@ -86,6 +104,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--accept-changes",
         action="store_true",
         help="continue even if the agent's limits, policy or tools differ from the recorded ones",
+    )
+    proceed.add_argument(
+        "--take-over",
+        action="store_true",
+        help="take the run even though another worker's lease has not expired (it is dead)",
     )
     proceed.set_defaults(handler=resume)
 
@@ -203,7 +226,8 @@ def show_run(arguments: argparse.Namespace) -> int:
     for entry in journal:
         receipt = entry.receipt
         ended = f"{receipt.status}/{receipt.effect}" if receipt else "no receipt: effect unknown"
-        print(f"write:       {entry.intent.tool} ({entry.intent.call_id}) -> {ended}")
+        called = entry.intent.provider_call_id or entry.intent.call_id
+        print(f"write:       {entry.intent.tool} ({called}) -> {ended}")
     if arguments.trace:
         print("trace:")
         print(format_trace(snapshot.trace))
@@ -297,6 +321,54 @@ def approve(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def withdraw_decision(arguments: argparse.Namespace) -> int:
+    """Delete the stored decisions on a request, so another one can be submitted.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0 when a decision was withdrawn, 1 when none was stored.
+    """
+    removed: int = _with_store(
+        arguments, lambda store: store.withdraw_approvals(arguments.run_id, arguments.request_id)
+    )
+    print(
+        f"withdrew {removed} decision(s) on request {arguments.request_id} of run "
+        f"{arguments.run_id}"
+    )
+    return 0 if removed else 1
+
+
+def unlock_run(arguments: argparse.Namespace) -> int:
+    """Take a run's lease from its holder and give it back, so any worker may resume it now.
+
+    Safe whatever the holder still does: its lease is no longer current, so the store refuses its
+    intents, receipts and checkpoints — it executes no further write.
+
+    Args:
+        arguments: The parsed command line.
+
+    Returns:
+        0.
+    """
+
+    async def take(store: RunStore) -> str | None:
+        await _get(store, arguments.run_id)
+        owner = f"ownloop-cli:{_current_user()}"[:128]
+        lease = await store.acquire_lease(arguments.run_id, owner, 5.0, take_over=True)
+        await store.release_lease(lease)
+        return lease.taken_over_from
+
+    held_by = _with_store(arguments, take)
+    was = f"taken from {held_by}" if held_by else "it was not held"
+    print(
+        f"unlocked run {arguments.run_id} ({was}); resume it with: ownloop resume "
+        f"{arguments.run_id} --agent MODULE:FACTORY"
+    )
+    return 0
+
+
 def _current_user() -> str:
     try:
         return getpass.getuser()
@@ -320,7 +392,11 @@ def resume(arguments: argparse.Namespace) -> int:
 
     async def proceed() -> RunResult:
         try:
-            return await agent.resume(arguments.run_id, accept_changes=arguments.accept_changes)
+            return await agent.resume(
+                arguments.run_id,
+                accept_changes=arguments.accept_changes,
+                take_over=arguments.take_over,
+            )
         finally:
             close = getattr(agent.store, "close", None)
             if callable(close):

@@ -97,11 +97,14 @@ class WriteIntent(Record):
 
     Attributes:
         run_id: The run.
-        call_id: The call.
+        call_id: The call's journal key: assigned by the loop, unique within the run whatever id
+            the model sent (``call#<n>``, the n-th call the run admitted).
         tool: The write tool.
         idempotency_key: The key the write is attempted with.
-        arguments_digest: Digest of the validated arguments.
+        arguments_digest: Digest of the validated arguments; a receipt only answers the call
+            with the same key and digest.
         recorded_at: When.
+        provider_call_id: The id the model gave the call (kept for the wire and the audit).
     """
 
     run_id: Identifier
@@ -110,6 +113,7 @@ class WriteIntent(Record):
     idempotency_key: Identifier
     arguments_digest: str = Field(max_length=128)
     recorded_at: datetime = Field(default_factory=utc_now)
+    provider_call_id: Identifier | None = None
 
 
 class JournalEntry(Record):
@@ -125,19 +129,29 @@ class JournalEntry(Record):
 
 
 class Lease(Record):
-    """A worker's exclusive right to execute a run until it expires.
+    """One acquisition of a run: the right to write its records until it expires.
+
+    A lease belongs to one acquisition, never to a worker name: every acquisition gets a new
+    token, and a store applies a run's intent, receipt, checkpoint and approval consumption only
+    while that token is current and unexpired (fencing). Renewing keeps the token.
 
     Attributes:
         run_id: The run.
-        owner: The worker holding it.
-        token: A unique token proving the holder.
-        expires_at: When another worker may take it over.
+        owner: The worker holding it (a name for messages; it grants nothing).
+        token: The fencing token of this acquisition.
+        expires_at: When another worker may take it over unless the holder renews it.
+        host: The holder's host name, so a dead holder on the same host can be detected.
+        pid: The holder's process id on that host.
+        taken_over_from: The worker whose unexpired lease this acquisition took over, if any.
     """
 
     run_id: Identifier
     owner: Identifier
     token: Identifier
     expires_at: datetime
+    host: str | None = Field(default=None, max_length=256)
+    pid: int | None = None
+    taken_over_from: Identifier | None = None
 
 
 class RunSummary(Record):

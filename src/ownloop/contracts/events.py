@@ -384,11 +384,14 @@ class RunResumed(EventBase):
     Attributes:
         approvals: How many decisions were supplied with the resume.
         elapsed_s: Run time already used before the pause (the pause itself does not count).
+        taken_over_from: The worker whose unexpired lease this resume took over (an explicit
+            take-over, or a holder whose process is gone), if any.
     """
 
     kind: Literal["run_resumed"] = "run_resumed"
     approvals: int = Field(ge=0)
     elapsed_s: float = Field(ge=0)
+    taken_over_from: str | None = Field(default=None, max_length=256)
 
 
 class RevisionAudited(EventBase):

@@ -95,6 +95,7 @@ class PendingOperation(Record):
         revision: The revision it ran against.
         reason: Why the effect is unknown.
         created_at: When it became pending.
+        journal_key: The call's journal key (``None`` in runs recorded before keys existed).
     """
 
     call_id: Identifier
@@ -104,3 +105,4 @@ class PendingOperation(Record):
     revision: str | None = Field(default=None, max_length=256)
     reason: str = Field(max_length=1024)
     created_at: datetime = Field(default_factory=utc_now)
+    journal_key: Identifier | None = None

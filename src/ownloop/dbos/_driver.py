@@ -170,7 +170,7 @@ class DbosDriver:
             Its outcome.
         """
         if isinstance(effect, RecordIntent):
-            self._intents[effect.intent.call_id] = effect
+            self._intents[effect.intent.idempotency_key] = effect
             return None
         if isinstance(effect, Persist):
             self.version = await self.step("persist", lambda: self._persist(effect))
@@ -182,7 +182,7 @@ class DbosDriver:
             await DBOS.sleep_async(max(effect.seconds, 0.0))
             await self.step("sleep", nothing)
             return None
-        if isinstance(effect, InvokeTool) and effect.call.call.id in self._intents:
+        if isinstance(effect, InvokeTool) and effect.context.idempotency_key in self._intents:
             encoded = await self.step("write", lambda: self._write(effect))
         else:
             kind = _STEP_KINDS.get(type(effect).__name__, "effect")
@@ -214,10 +214,11 @@ class DbosDriver:
 
     async def _write(self, effect: InvokeTool) -> Json:
         """Journal the intent and run the write once; never run it again after a crash."""
-        call_id = effect.call.call.id
+        recorded = self._intents[str(effect.context.idempotency_key)].intent
+        call_id = recorded.call_id  # the journal key, not the model's id
         # Each attempt's intent carries the step's start time: a replay of the same step has
         # the same one (the clock only moves when a step completes), a later attempt does not.
-        intent = self._intents[call_id].intent.model_copy(update={"recorded_at": self.clock.now()})
+        intent = recorded.model_copy(update={"recorded_at": self.clock.now()})
         try:
             journal = await self._store.journal(self.run_id)
             entry = next((e for e in journal if e.intent.call_id == call_id), None)

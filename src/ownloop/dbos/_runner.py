@@ -400,6 +400,7 @@ class DbosRunner:
         """
         if agent_name is None:
             agent_name = await self._agent_of(run_id)
+        await self._dbos_client()  # fail on a missing system database before storing anything
         await self.store.submit_approval(run_id, approval)
         decided = approval.request_id or hashlib.sha256(str(approval.digest).encode()).hexdigest()
         workflow_id = f"ownloop:{run_id}:after:{decided}"

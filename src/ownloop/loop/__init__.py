@@ -22,7 +22,7 @@ from ownloop.loop.effects import (
     Summarize,
     ToolReturn,
 )
-from ownloop.loop.state import RunState
+from ownloop.loop.state import RunState, pending_key
 
 __all__ = [
     "AskApprover",
@@ -44,6 +44,7 @@ __all__ = [
     "Sleep",
     "Summarize",
     "ToolReturn",
+    "pending_key",
     "restore_state",
     "run_deadline",
     "run_loop",

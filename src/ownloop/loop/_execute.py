@@ -41,7 +41,7 @@ from ownloop.loop.state import RunState, idempotency_key
 from ownloop.retry import GiveUp, retry_after_hint
 from ownloop.tools import ToolContext, ValidatedCall, to_jsonable
 
-__all__ = ["execute", "idempotency_key", "receipt_problem", "tool_context"]
+__all__ = ["execute", "idempotency_key", "receipt_problem", "replay_journaled", "tool_context"]
 
 _COHERENT = {
     "ok": {"none", "applied"},
@@ -57,6 +57,8 @@ def tool_context(
     validated: ValidatedCall,
     attempt: int,
     revision: str | None,
+    *,
+    key: str,
 ) -> ToolContext:
     """Build what a handler (or a reconcile lookup) is told about the run.
 
@@ -66,6 +68,7 @@ def tool_context(
         validated: The call.
         attempt: The attempt number, from 1.
         revision: The current revision.
+        key: The call's journal key (its idempotency key derives from it).
 
     Returns:
         The context; write tools get the call's idempotency key.
@@ -79,9 +82,7 @@ def tool_context(
         attempt=attempt,
         actor=state.actor,
         idempotency_key=(
-            idempotency_key(state.run_id, call.id, validated.digest)
-            if spec.effect == "write"
-            else None
+            idempotency_key(state.run_id, key, validated.digest) if spec.effect == "write" else None
         ),
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
         revision=revision,
@@ -89,14 +90,18 @@ def tool_context(
 
 
 def execute(
-    config: LoopConfig, state: RunState, validated: ValidatedCall
+    config: LoopConfig, state: RunState, validated: ValidatedCall, key: str
 ) -> Generator[Effect, Outcome, Receipt]:
     """Run the handler until it gives a non-transient receipt, or the run ends.
+
+    A durable write is journaled first under its key; a write the journal already holds is
+    answered from it (see `replay_journaled`) and never executed again.
 
     Args:
         config: The run's configuration.
         state: The run's state.
         validated: The admitted call.
+        key: The call's journal key.
 
     Yields:
         `InvokeTool`, `Sleep` before retries, and revision reads.
@@ -111,17 +116,18 @@ def execute(
         )
     journaled = config.durable and spec.effect == "write"
     if journaled:
-        entry = state.journal.get(call_id)
-        if entry is not None:
-            return _replay(state, spec, call_id, entry.receipt)
+        replayed = replay_journaled(state, validated, key)
+        if replayed is not None:
+            return replayed
         yield RecordIntent(
             WriteIntent(
                 run_id=state.run_id,
-                call_id=call_id,
+                call_id=key,
                 tool=spec.name,
-                idempotency_key=idempotency_key(state.run_id, call_id, validated.digest),
+                idempotency_key=idempotency_key(state.run_id, key, validated.digest),
                 arguments_digest=validated.digest,
                 recorded_at=config.clock.now(),
+                provider_call_id=call_id,
             )
         )
     attempt = 1
@@ -134,7 +140,7 @@ def execute(
         before = yield from current_revision(config)
         started = config.clock.monotonic()
         outcome = yield InvokeTool(
-            validated, tool_context(config, state, validated, attempt, before)
+            validated, tool_context(config, state, validated, attempt, before, key=key)
         )
         duration = max(config.clock.monotonic() - started, 0.0)
         after = yield from current_revision(config)
@@ -151,25 +157,57 @@ def execute(
         )
         problem = receipt_problem(spec, call_id, receipt, after if config.tracks_revision else None)
         if problem is not None:
-            return receipt_invalid(config, state, validated, receipt, problem)
+            return receipt_invalid(config, state, validated, receipt, problem, key=key)
         if receipt.status != "transient":
             state.receipts.append(receipt)
             if journaled:
-                yield RecordReceipt(state.run_id, call_id, receipt)
+                yield RecordReceipt(state.run_id, key, receipt)
             return receipt
         error = outcome.error if isinstance(outcome, Failure) else None
         yield from _retry(config, state, spec, attempt=attempt, receipt=receipt, error=error)
         attempt += 1
 
 
-def _replay(state: RunState, spec: ToolSpec, call_id: str, journaled: Receipt | None) -> Receipt:
+def replay_journaled(state: RunState, validated: ValidatedCall, key: str) -> Receipt | None:
+    """Answer a write the journal holds, without executing (or authorising) it again.
+
+    Args:
+        state: The run's state.
+        validated: The call.
+        key: Its journal key.
+
+    Returns:
+        The journaled receipt (``unknown`` when the intent has none, or when the entry under
+        this key records other arguments: never another call's receipt); ``None`` when the
+        journal does not hold the call.
+    """
+    entry = state.journaled(key, validated)
+    if entry is None:
+        return None
+    spec, call_id = validated.tool.spec, validated.call.id
+    if entry.intent.arguments_digest != validated.digest:
+        problem = f"the journal entry {key} records other arguments than this call"
+        return _replay(state, spec, call_id, None, problem)
+    return _replay(state, spec, call_id, entry.receipt)
+
+
+def _replay(
+    state: RunState,
+    spec: ToolSpec,
+    call_id: str,
+    journaled: Receipt | None,
+    problem: str = "the process stopped after this write started and before its outcome was "
+    "recorded",
+) -> Receipt:
     """Answer a write found in the journal without executing it again."""
+    if journaled is not None and journaled.call_id != call_id:  # the wire's id of this call
+        journaled = journaled.model_copy(update={"call_id": call_id})
     receipt = journaled or Receipt(
         call_id=call_id,
         tool=spec.name,
         status="unknown",
         effect="unknown",
-        message="the process stopped after this write started and before its outcome was recorded",
+        message=problem,
     )
     state.trace.emit(
         ToolFinished,
@@ -214,7 +252,13 @@ def receipt_problem(
 
 
 def receipt_invalid(
-    config: LoopConfig, state: RunState, validated: ValidatedCall, receipt: Receipt, problem: str
+    config: LoopConfig,
+    state: RunState,
+    validated: ValidatedCall,
+    receipt: Receipt,
+    problem: str,
+    *,
+    key: str,
 ) -> Receipt:
     """End the run on a receipt that cannot be believed; a write's effect becomes unknown.
 
@@ -224,6 +268,7 @@ def receipt_invalid(
         validated: The call.
         receipt: The bad receipt.
         problem: What is wrong with it.
+        key: The call's journal key.
 
     Raises:
         RunEnded: Always, as failed / receipt_invalid.
@@ -231,7 +276,7 @@ def receipt_invalid(
     spec = validated.tool.spec
     state.receipts.append(receipt)
     if spec.effect == "write":
-        state.add_pending(validated, f"invalid receipt: {problem}", receipt.revision)
+        state.add_pending(validated, f"invalid receipt: {problem}", receipt.revision, key)
     end(RunStatus.FAILED, StopReason.RECEIPT_INVALID, f"{spec.name!r}: {problem}")
 
 

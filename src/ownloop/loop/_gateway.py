@@ -38,7 +38,7 @@ __all__ = ["admit"]
 
 
 def admit(
-    config: LoopConfig, state: RunState, validated: ValidatedCall
+    config: LoopConfig, state: RunState, validated: ValidatedCall, key: str
 ) -> Generator[Effect, Outcome, bool]:
     """Decide whether a validated call may execute now.
 
@@ -46,6 +46,8 @@ def admit(
         config: The run's configuration.
         state: The run's state.
         validated: The call.
+        key: The call's journal key; its approval request is named after it, so a request
+            is never shared by two calls whatever ids the model sent.
 
     Yields:
         Revision reads and approver questions.
@@ -85,7 +87,7 @@ def admit(
             if isinstance(decision, RequireApproval)
             else "the tool requires approval"
         )
-        return (yield from _approve(config, state, validated, reason))
+        return (yield from _approve(config, state, validated, reason, key))
     return True
 
 
@@ -103,13 +105,17 @@ def _tell(
 
 
 def _approve(
-    config: LoopConfig, state: RunState, validated: ValidatedCall, reason: str
+    config: LoopConfig, state: RunState, validated: ValidatedCall, reason: str, key: str
 ) -> Generator[Effect, Outcome, bool]:
     spec, call = validated.tool.spec, validated.call
     revision = yield from current_revision(config)
     digest = approval_digest(spec.name, validated.canonical, revision)
+    waiting = next(
+        (r.id for r in state.approval_requests if r.call_id == call.id and r.digest == digest),
+        None,  # a paused call keeps the request it paused with (also from older snapshots)
+    )
     request = ApprovalRequest(
-        id=approval_request_id(state.run_id, call.id, digest),
+        id=waiting or approval_request_id(state.run_id, key, digest),
         call_id=call.id,
         tool=spec.name,
         arguments=redact_sensitive(validated.canonical, spec.sensitive),

@@ -15,7 +15,7 @@ from ownloop.loop._observe import truncate
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Effect, Outcome, Reconcile, ToolReturn
-from ownloop.loop.state import RunState
+from ownloop.loop.state import RunState, pending_key
 from ownloop.tools import Confirmed, NotApplied, render_observation, to_jsonable
 from ownloop.validators import evidence_rule_of
 
@@ -33,16 +33,18 @@ def settle_pending(config: LoopConfig, state: RunState) -> Generator[Effect, Out
         `Reconcile` per pending write with a lookup, and the effects of a cleared retry.
     """
     for operation in list(state.pending):
-        validated = state.pending_calls.get(operation.call_id)
+        key = pending_key(operation)
+        validated = state.pending_calls.get(key)
         if validated is None or validated.tool.reconcile is None:
             continue
         spec, call_id = validated.tool.spec, operation.call_id
         revision = yield from current_revision(config)
-        outcome = yield Reconcile(validated, tool_context(config, state, validated, 1, revision))
+        context = tool_context(config, state, validated, 1, revision, key=key)
+        outcome = yield Reconcile(validated, context)
         verdict = outcome.value if isinstance(outcome, ToolReturn) else None
         if isinstance(verdict, Confirmed):
             state.trace.emit(EffectReconciled, call_id=call_id, tool=spec.name, outcome="confirmed")
-            state.settle(call_id)
+            state.settle(key)
             data = to_jsonable(verdict.data)
             state.receipts.append(
                 Receipt(
@@ -66,11 +68,12 @@ def settle_pending(config: LoopConfig, state: RunState) -> Generator[Effect, Out
             state.trace.emit(
                 EffectReconciled, call_id=call_id, tool=spec.name, outcome="not_applied"
             )
-            state.settle(call_id)
-            state.journal.pop(call_id, None)  # the lookup cleared it: the retry may run
-            receipt = yield from execute(config, state, validated)
+            state.settle(key)
+            state.journal.pop(key, None)  # the lookup cleared it: the retry may run
+            receipt = yield from execute(config, state, validated, key)
             if receipt.status == "unknown":
-                state.add_pending(validated, receipt.message or "effect unknown", receipt.revision)
+                reason = receipt.message or "effect unknown"
+                state.add_pending(validated, reason, receipt.revision, key)
             state.deferred_feedback.append(
                 f"{spec.name} (call {call_id}) had not taken effect and was retried with the same "
                 f"idempotency key: {receipt.status} {render_observation(receipt.data)}"

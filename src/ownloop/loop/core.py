@@ -75,6 +75,7 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
             RunResumed,
             approvals=len(state.approvals),
             elapsed_s=max(config.clock.monotonic() - state.started_at, 0.0),
+            taken_over_from=state.taken_over_from,
         )
     else:
         state.trace.emit(

@@ -25,7 +25,13 @@ from ownloop.evidence import EvidenceRule, shown_evidence
 from ownloop.tools import ValidatedCall
 from ownloop.tracing import TraceRecorder
 
-__all__ = ["RunState", "action_key", "idempotency_key"]
+__all__ = [
+    "JOURNAL_KEY_PREFIX",
+    "RunState",
+    "action_key",
+    "idempotency_key",
+    "pending_key",
+]
 
 
 @dataclass
@@ -52,12 +58,15 @@ class RunState:
         approvals: Supplied decisions not yet consumed.
         decisions: Every decision applied: the audit trail.
         approval_requests: Requests waiting for a decision.
-        pending_calls: The validated call of each pending write, for reconciliation.
+        pending_calls: The validated call of each pending write by journal key, for
+            reconciliation.
         prior_trace: Events recorded before a pause, when the run was resumed.
         deferred_feedback: Runtime messages for the model, held until the current turn's tool
             observations are complete (providers reject a message between them).
-        journal: The stored write journal by call id, when the run was restored from a store.
+        journal: The stored write journal by journal key, when the run was restored from a
+            store.
         tool_tokens: The estimated tokens of the offered tool schemas (fixed for the run).
+        taken_over_from: The worker whose unexpired lease this segment took over, if any.
     """
 
     run_id: str
@@ -84,40 +93,71 @@ class RunState:
     deferred_feedback: list[str] = field(default_factory=list)
     journal: dict[str, JournalEntry] = field(default_factory=dict)
     tool_tokens: int | None = None
+    taken_over_from: str | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
         self.usage = self.usage.add(**increments)
 
-    def add_pending(self, validated: ValidatedCall, reason: str, revision: str | None) -> None:
+    def add_pending(
+        self, validated: ValidatedCall, reason: str, revision: str | None, key: str
+    ) -> None:
         """Record a write whose effect is unknown.
 
         Args:
             validated: The write's validated call.
             reason: Why its effect is unknown.
             revision: The revision it ran against.
+            key: The call's journal key.
         """
-        call_id = validated.call.id
         self.pending.append(
             PendingOperation(
-                call_id=call_id,
+                call_id=validated.call.id,
                 tool=validated.tool.spec.name,
                 arguments_digest=validated.digest,
-                idempotency_key=idempotency_key(self.run_id, call_id, validated.digest),
+                idempotency_key=idempotency_key(self.run_id, key, validated.digest),
                 revision=revision,
                 reason=reason[:1024],
+                journal_key=key,
             )
         )
-        self.pending_calls[call_id] = validated
+        self.pending_calls[key] = validated
 
-    def settle(self, call_id: str) -> None:
+    def settle(self, key: str) -> None:
         """Forget a pending write once an authoritative answer settled it.
 
         Args:
-            call_id: The write's call id.
+            key: The write's journal key.
         """
-        self.pending = [operation for operation in self.pending if operation.call_id != call_id]
-        self.pending_calls.pop(call_id, None)
+        self.pending = [operation for operation in self.pending if pending_key(operation) != key]
+        self.pending_calls.pop(key, None)
+
+    def current_key(self) -> str:
+        """Return the journal key of the call being handled: ``call#<n>``, its admission number.
+
+        Unique within the run whatever id the model sent, and the same when a crashed or paused
+        call is handled again (admission is counted once, and checkpointed with the run).
+        """
+        return f"{JOURNAL_KEY_PREFIX}{self.usage.tool_calls}"
+
+    def journaled(self, key: str, validated: ValidatedCall) -> JournalEntry | None:
+        """Return the journal entry of this call: the same key (and, checked by the caller, digest).
+
+        A journal recorded before keys existed is keyed by the provider's id; its entry is found
+        by that id when the arguments digest matches.
+
+        Args:
+            key: The call's journal key.
+            validated: The call.
+        """
+        entry = self.journal.get(key)
+        provider_id = validated.call.id
+        if entry is not None or provider_id.startswith(JOURNAL_KEY_PREFIX):
+            return entry
+        legacy = self.journal.get(provider_id)
+        if legacy is not None and legacy.intent.arguments_digest == validated.digest:
+            return legacy
+        return None
 
     def record_evidence(
         self, tool: str, call_id: str, data: Any, shown: str, rule: EvidenceRule | None = None
@@ -143,12 +183,21 @@ class RunState:
                 )
 
 
+JOURNAL_KEY_PREFIX = "call#"
+"""How a loop-assigned journal key starts (a provider id is never trusted to be unique)."""
+
+
+def pending_key(operation: PendingOperation) -> str:
+    """Return a pending write's journal key (its call id in runs recorded before keys existed)."""
+    return operation.journal_key or operation.call_id
+
+
 def idempotency_key(run_id: str, call_id: str, digest: str) -> str:
     """Return the idempotency key of a write call: stable across retries and resumes.
 
     Args:
         run_id: The run.
-        call_id: The call.
+        call_id: The call's journal key.
         digest: The validated arguments' digest.
 
     Returns:

@@ -20,7 +20,7 @@ from ownloop.contracts import (
     ToolProposed,
     ToolRejected,
 )
-from ownloop.loop._execute import execute
+from ownloop.loop._execute import execute, replay_journaled
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._gateway import admit
 from ownloop.loop._observe import add_tool_observation, truncate
@@ -69,17 +69,37 @@ def run_tool_call(
             source="rejection",
         )
         return
-    if validated.tool.spec.effect == "write":
-        yield from block_on_pending(config, state, f"write {validated.tool.spec.name!r}")
-    if not (yield from admit(config, state, validated)):
-        return
-    receipt = yield from execute(config, state, validated)
+    key = state.current_key()
+    receipt = _from_journal(config, state, validated, key)
+    if receipt is None:
+        if validated.tool.spec.effect == "write":
+            yield from block_on_pending(config, state, f"write {validated.tool.spec.name!r}")
+        if not (yield from admit(config, state, validated, key)):
+            return
+        receipt = yield from execute(config, state, validated, key)
     if receipt.status == "unknown":
-        state.add_pending(validated, receipt.message or "effect unknown", receipt.revision)
+        reason = receipt.message or "effect unknown"
+        state.add_pending(validated, reason, receipt.revision, key)
     if config.policy.audit_after_tool:
         revision = yield from current_revision(config)
         state.trace.emit(RevisionAudited, call_id=call.id, tool=call.name, revision=revision)
     _observe(config, state, validated, receipt)
+
+
+def _from_journal(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, key: str
+) -> Receipt | None:
+    """Journal first: a write the journal holds is done, so it skips the gateway entirely.
+
+    It is neither re-authorised nor re-approved (its approval was given and consumed before its
+    intent was journaled), and never executed again; a request waiting for it is dropped.
+    """
+    if not (config.durable and validated.tool.spec.effect == "write"):
+        return None
+    receipt = replay_journaled(state, validated, key)
+    if receipt is not None:
+        state.approval_requests = []  # only the call in progress can have been waiting
+    return receipt
 
 
 def block_on_pending(

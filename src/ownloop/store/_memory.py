@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import timedelta
 
+from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
     SNAPSHOT_SCHEMA_VERSION,
     Approval,
@@ -14,10 +16,18 @@ from ownloop.contracts import (
     RunSnapshot,
     RunSummary,
     WriteIntent,
-    utc_now,
 )
-from ownloop.exceptions import RunLeased, SchemaVersionError, StaleCheckpoint
+from ownloop.exceptions import SchemaVersionError, StaleCheckpoint
 from ownloop.store._port import StoredRun
+from ownloop.store._rules import (
+    check_submission,
+    decides,
+    holder_is_gone,
+    lease_held,
+    lease_lost,
+    receipt_exists,
+    this_host,
+)
 
 __all__ = ["MemoryRunStore", "check_schema", "summarize"]
 
@@ -57,9 +67,14 @@ def summarize(snapshot: RunSnapshot, version: int) -> RunSummary:
 
 
 class MemoryRunStore:
-    """Keeps runs in a dict; lost when the process ends."""
+    """Keeps runs in a dict; lost when the process ends.
 
-    def __init__(self) -> None:
+    Args:
+        clock: Judges lease expiry (a `FakeClock` lets tests stall a worker past its lease).
+    """
+
+    def __init__(self, *, clock: Clock | None = None) -> None:
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._runs: dict[str, StoredRun] = {}
         self._leases: dict[str, Lease] = {}
         self._journal: dict[str, list[JournalEntry]] = {}
@@ -70,8 +85,7 @@ class MemoryRunStore:
     ) -> int:
         """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
         check_schema(snapshot)
-        if lease is not None:
-            self._check_lease(lease)
+        self._fence(snapshot.run_id, lease)
         current = self._runs.get(snapshot.run_id)
         found = current.version if current is not None else None
         if found != expected_version:
@@ -100,55 +114,76 @@ class MemoryRunStore:
         lines.sort(key=lambda line: line.updated_at, reverse=True)
         return lines[: max(1, min(limit, 1000))]
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
-        """Take the run's lease unless another owner holds an unexpired one."""
-        now = utc_now()
+    async def acquire_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
+    ) -> Lease:
+        """Take a new lease on the run unless another acquisition holds it (see `RunStore`)."""
+        now = self._clock.now()
         held = self._leases.get(run_id)
-        if held is not None and held.owner != owner and held.expires_at > now:
-            raise RunLeased(
-                f"run {run_id} is being executed by {held.owner} until {held.expires_at}"
-            )
+        taken_from = None
+        if held is not None and held.expires_at > now:
+            if not (take_over or holder_is_gone(held.host, held.pid)):
+                raise lease_held(run_id, held.owner, held.expires_at)
+            taken_from = held.owner
         lease = Lease(
             run_id=run_id,
             owner=owner,
             token=uuid.uuid4().hex,
             expires_at=now + timedelta(seconds=ttl_s),
+            host=this_host(),
+            pid=os.getpid(),
+            taken_over_from=taken_from,
         )
         self._leases[run_id] = lease
         return lease
 
+    async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
+        """Extend a lease that is still current and unexpired (see `RunStore`)."""
+        self._fence(lease.run_id, lease)
+        renewed = self._leases[lease.run_id].model_copy(
+            update={"expires_at": self._clock.now() + timedelta(seconds=ttl_s)}
+        )
+        self._leases[lease.run_id] = renewed
+        return renewed
+
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back if it is still held."""
-        if self._leases.get(lease.run_id) == lease:
+        held = self._leases.get(lease.run_id)
+        if held is not None and held.token == lease.token:
             del self._leases[lease.run_id]
 
-    def _check_lease(self, lease: Lease) -> None:
-        held = self._leases.get(lease.run_id)
-        if held is None or held.token != lease.token:
-            raise RunLeased(f"the lease on run {lease.run_id} was lost to another worker")
+    def _fence(self, run_id: str, lease: Lease | None) -> None:
+        if lease is None:
+            return
+        held = self._leases.get(run_id)
+        if held is None or held.token != lease.token or held.expires_at <= self._clock.now():
+            raise lease_lost(run_id)
 
-    async def record_intent(self, intent: WriteIntent) -> None:
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Record a write about to execute; refuse one whose write already has a receipt.
 
-        An intent without a receipt is replaced (a lookup cleared the write for a retry).
+        An intent without a receipt, or whose receipt says its effect is unknown, is replaced (a
+        lookup cleared the write for a retry with the same key).
 
         Raises:
             StaleCheckpoint: If the write already finished: this worker's view is out of date.
+            RunLeased: If ``lease`` is no longer current.
         """
+        self._fence(intent.run_id, lease)
         entries = self._journal.setdefault(intent.run_id, [])
         for index, entry in enumerate(entries):
             if entry.intent.call_id == intent.call_id:
-                if entry.receipt is not None:
-                    raise StaleCheckpoint(
-                        f"write {intent.call_id} of run {intent.run_id} already has a receipt; "
-                        "this worker's view of the run is out of date"
-                    )
+                if entry.receipt is not None and entry.receipt.status != "unknown":
+                    raise receipt_exists(intent.run_id, intent.call_id)
                 entries[index] = JournalEntry(intent=intent)
                 return
         entries.append(JournalEntry(intent=intent))
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
-        """Record how a journaled write ended."""
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
+        """Record how a journaled write ended (see `RunStore`)."""
+        self._fence(run_id, lease)
         entries = self._journal.get(run_id, [])
         for index, entry in enumerate(entries):
             if entry.intent.call_id == call_id:
@@ -159,12 +194,22 @@ class MemoryRunStore:
         return list(self._journal.get(run_id, []))
 
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
-        """Store a decision for the next resume."""
-        self._approvals.setdefault(run_id, []).append(approval)
+        """Store a decision for a request the run waits for (see `RunStore`)."""
+        stored = self._runs.get(run_id)
+        earlier = self._approvals.get(run_id, [])
+        if check_submission(run_id, stored.snapshot if stored else None, approval, earlier):
+            self._approvals.setdefault(run_id, []).append(approval)
 
     async def submitted_approvals(self, run_id: str) -> list[Approval]:
         """Return the decisions submitted for the run."""
         return list(self._approvals.get(run_id, []))
+
+    async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
+        """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
+        kept = [a for a in self._approvals.get(run_id, []) if decides(a) != decides_what]
+        removed = len(self._approvals.get(run_id, [])) - len(kept)
+        self._approvals[run_id] = kept
+        return removed
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._runs)})"

@@ -4,10 +4,17 @@ Every implementation keeps the same promises, proven by one shared test suite:
 
 - ``save`` is an optimistic compare-and-set on the snapshot's version: a stale writer gets
   `StaleCheckpoint` and changes nothing; a snapshot of an unknown schema version is refused;
-- a lease gives one worker the run until it expires; a second worker gets `RunLeased`, and an
-  expired lease can be taken over;
+- a lease is one acquisition, with a fencing token that changes on every acquisition (never an
+  owner name): while it is current and unexpired every other acquisition gets `RunLeased`, unless
+  it takes the run over explicitly or the holder is a process of this host that has ended;
+- fencing: given the writer's lease, ``save``, ``record_intent`` and ``record_receipt`` apply only
+  while that lease is current and unexpired, checked in the same transaction as the write, so a
+  worker that lost its lease records nothing — above all no intent, so it executes no write;
+- ``renew_lease`` (the heartbeat) extends a current lease and keeps its token;
 - an intent is durable before ``record_intent`` returns, and so is a receipt;
-- approvals submitted from another process wait in the store until a resume applies them.
+- approvals submitted from another process wait in the store until a resume applies them; a
+  decision naming no request the run waits for is refused at submission, and stored decisions
+  can be listed and withdrawn.
 """
 
 from __future__ import annotations
@@ -85,11 +92,32 @@ class RunStore(Protocol):
         """
         ...
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
-        """Take the run's lease for ``ttl_s`` seconds.
+    async def acquire_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
+    ) -> Lease:
+        """Take a new lease (a new fencing token) on the run for ``ttl_s`` seconds.
+
+        Args:
+            run_id: The run.
+            owner: This worker's name (for messages; it grants nothing).
+            ttl_s: Seconds until the lease expires unless renewed.
+            take_over: Take the run even from a current holder (an operator's decision that the
+                holder is dead or stuck); fencing keeps whatever it still does from counting.
+
+        Returns:
+            The lease; ``taken_over_from`` names a current holder it replaced.
 
         Raises:
-            RunLeased: If another owner holds an unexpired lease.
+            RunLeased: If another acquisition holds an unexpired lease (and its process is not
+                known to be gone), and ``take_over`` is false.
+        """
+        ...
+
+    async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
+        """Extend a current lease to ``ttl_s`` seconds from now, keeping its token.
+
+        Raises:
+            RunLeased: If the lease expired or another acquisition replaced it.
         """
         ...
 
@@ -97,12 +125,27 @@ class RunStore(Protocol):
         """Give the lease back (doing nothing if it was already lost)."""
         ...
 
-    async def record_intent(self, intent: WriteIntent) -> None:
-        """Durably record that a write is about to execute."""
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        """Durably record that a write is about to execute.
+
+        Args:
+            intent: The write.
+            lease: The writer's lease; the intent is recorded only while it is current.
+
+        Raises:
+            StaleCheckpoint: If the write already has a receipt.
+            RunLeased: If ``lease`` is no longer current.
+        """
         ...
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
-        """Durably record how a journaled write ended."""
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
+        """Durably record how a journaled write ended.
+
+        Raises:
+            RunLeased: If ``lease`` is no longer current.
+        """
         ...
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
@@ -110,9 +153,23 @@ class RunStore(Protocol):
         ...
 
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
-        """Store a decision for the next resume of a paused run (from any process)."""
+        """Store a decision for the next resume of a paused run (from any process).
+
+        Raises:
+            RunNotFound: If the run is not stored.
+            UnknownApprovalRequest: If the run waits for no request the decision names (by
+                request id or digest), or that request already has a stored decision.
+        """
         ...
 
     async def submitted_approvals(self, run_id: str) -> list[Approval]:
         """Return the decisions submitted for the run, in order."""
+        ...
+
+    async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
+        """Delete the stored decisions naming a request id (or digest).
+
+        Returns:
+            How many were deleted.
+        """
         ...

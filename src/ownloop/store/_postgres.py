@@ -12,6 +12,7 @@ records are stored as ``json`` — verbatim text, which also keeps strings ``jso
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -30,6 +31,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._port import StoredRun
+from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
     lease_held,
@@ -51,7 +53,8 @@ __all__ = ["PostgresRunStore"]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 _HELD = (
-    "held AS (SELECT 1 FROM {s}.leases WHERE run_id = %(run_id)s AND token = %(token)s FOR SHARE)"
+    "held AS (SELECT 1 FROM {s}.leases WHERE run_id = %(run_id)s AND token = %(token)s "
+    "AND expires_at > clock_timestamp() FOR SHARE)"
 )
 _INSERT = (
     "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot) "
@@ -64,13 +67,28 @@ _UPDATE = (
     "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard}"
 )
 _ACQUIRE = (
-    "INSERT INTO {s}.leases AS held (run_id, owner, token, expires_at) "
-    "VALUES (%s, %s, %s, clock_timestamp() + make_interval(secs => %s)) "
+    "WITH old AS (SELECT owner FROM {s}.leases WHERE run_id = %(run_id)s "
+    "AND expires_at > clock_timestamp()) "
+    "INSERT INTO {s}.leases AS held (run_id, owner, token, expires_at, host, pid) "
+    "VALUES (%(run_id)s, %(owner)s, %(token)s, clock_timestamp() + make_interval(secs => %(ttl)s), "
+    "%(host)s, %(pid)s) "
     "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
-    "expires_at = excluded.expires_at "
-    "WHERE held.owner = excluded.owner OR held.expires_at <= clock_timestamp() "
-    "RETURNING expires_at"
+    "expires_at = excluded.expires_at, host = excluded.host, pid = excluded.pid "
+    "WHERE held.expires_at <= clock_timestamp() OR %(force)s OR held.token = %(replace)s "
+    "RETURNING expires_at, (SELECT owner FROM old)"
 )
+_INTENT = (
+    "WITH {held} INSERT INTO {s}.journal AS entry (run_id, call_id, intent) "
+    "SELECT %(run_id)s, %(call_id)s, %(intent)s::json WHERE {guard} "
+    "ON CONFLICT (run_id, call_id) DO UPDATE SET intent = excluded.intent, receipt = NULL "
+    "WHERE entry.receipt IS NULL OR entry.receipt->>'status' = 'unknown'"
+)
+_RECEIPT = (
+    "WITH {held} UPDATE {s}.journal SET receipt = %(receipt)s::json "
+    "WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND {guard}"
+)
+_NO_LEASE = "nothing AS (SELECT 1)"
+_CURRENT = "WITH " + _HELD + " SELECT EXISTS (SELECT 1 FROM held)"  # noqa: S608 - constants
 
 
 class PostgresRunStore:
@@ -203,15 +221,16 @@ class PostgresRunStore:
             if cursor.rowcount == 1:
                 return (expected_version or 0) + 1
             cursor = await connection.execute(
-                self._sql(
-                    "SELECT (SELECT version FROM {s}.runs WHERE run_id = %(run_id)s), "
-                    "(SELECT token FROM {s}.leases WHERE run_id = %(run_id)s)"
-                ),
-                params,
+                self._sql("SELECT version FROM {s}.runs WHERE run_id = %(run_id)s"), params
             )
             found = await cursor.fetchone()
-        version, token = found if found is not None else (None, None)
-        if lease is not None and token != lease.token:
+            current = True
+            if lease is not None:
+                cursor = await connection.execute(self._sql(_CURRENT), params)
+                held = await cursor.fetchone()
+                current = bool(held and held[0])
+        version = found[0] if found is not None else None
+        if not current:
             raise lease_lost(row.run_id)
         raise stale(row.run_id, version, expected_version)
 
@@ -249,21 +268,56 @@ class PostgresRunStore:
             for run_id, run_state, run_status, stop_reason, version, updated_at in rows
         ]
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
-        """Take the run's lease unless another owner holds an unexpired one (see `RunStore`)."""
-        token = uuid.uuid4().hex
-        rows = await self._rows("acquire_lease", _ACQUIRE, (run_id, owner, token, ttl_s))
+    async def acquire_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
+    ) -> Lease:
+        """Take a new lease on the run unless another acquisition holds it (see `RunStore`)."""
+        params: dict[str, Any] = {
+            "run_id": run_id,
+            "owner": owner,
+            "token": uuid.uuid4().hex,
+            "ttl": ttl_s,
+            "host": this_host(),
+            "pid": os.getpid(),
+            "force": take_over,
+            "replace": None,
+        }
+        rows = await self._rows("acquire_lease", _ACQUIRE, params)
         if not rows:
             held = await self._rows(
                 "acquire_lease",
-                "SELECT owner, expires_at FROM {s}.leases WHERE run_id = %s",
+                "SELECT owner, expires_at, host, pid, token FROM {s}.leases WHERE run_id = %s",
                 (run_id,),
             )
-            if held:
+            if held and not holder_is_gone(held[0][2], held[0][3]):
                 raise lease_held(run_id, held[0][0], held[0][1].astimezone(UTC))
-            return await self.acquire_lease(run_id, owner, ttl_s)  # released in between
-        expires_at = rows[0][0].astimezone(UTC)
-        return Lease(run_id=run_id, owner=owner, token=token, expires_at=expires_at)
+            params["replace"] = held[0][4] if held else None  # that very (dead) acquisition
+            rows = await self._rows("acquire_lease", _ACQUIRE, params)
+            if not rows:  # pragma: no cover - another worker took it between two statements
+                return await self.acquire_lease(run_id, owner, ttl_s, take_over=take_over)
+        expires_at, taken_from = rows[0]
+        return Lease(
+            run_id=run_id,
+            owner=owner,
+            token=params["token"],
+            expires_at=expires_at.astimezone(UTC),
+            host=this_host(),
+            pid=os.getpid(),
+            taken_over_from=taken_from,
+        )
+
+    async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
+        """Extend a lease that is still current and unexpired (see `RunStore`)."""
+        rows = await self._rows(
+            "renew_lease",
+            "UPDATE {s}.leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
+            "WHERE run_id = %s AND token = %s AND expires_at > clock_timestamp() "
+            "RETURNING expires_at",
+            (ttl_s, lease.run_id, lease.token),
+        )
+        if not rows:
+            raise lease_lost(lease.run_id)
+        return lease.model_copy(update={"expires_at": rows[0][0].astimezone(UTC)})
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back if it is still held (see `RunStore`)."""
@@ -273,33 +327,48 @@ class PostgresRunStore:
                 (lease.run_id, lease.token),
             )
 
-    async def record_intent(self, intent: WriteIntent) -> None:
+    async def _fenced(
+        self, operation: str, template: str, params: dict[str, Any], lease: Lease | None
+    ) -> int:
+        """Run one journal statement, applied only while ``lease`` is current (when given)."""
+        params = {**params, "token": None if lease is None else lease.token}
+        held, guard = (_HELD, "EXISTS (SELECT 1 FROM held)") if lease else (_NO_LEASE, "true")
+        async with self._use(operation) as connection:
+            sql = self._sql(template.format(held=held, guard=guard, s="{s}"))
+            cursor = await connection.execute(sql, params)
+            if cursor.rowcount == 0 and lease is not None:
+                cursor = await connection.execute(self._sql(_CURRENT), params)
+                current = await cursor.fetchone()
+                if not (current and current[0]):
+                    raise lease_lost(lease.run_id)
+                return 0
+            return cursor.rowcount
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Durably record a write about to execute (see `RunStore`).
 
         Raises:
             StaleCheckpoint: If the write already has a receipt: the caller's view is stale.
+            RunLeased: If ``lease`` is no longer current.
         """
-        async with self._use("record_intent") as connection:
-            cursor = await connection.execute(
-                self._sql(
-                    "INSERT INTO {s}.journal AS entry (run_id, call_id, intent) "
-                    "VALUES (%s, %s, %s::json) ON CONFLICT (run_id, call_id) "
-                    "DO UPDATE SET intent = excluded.intent WHERE entry.receipt IS NULL"
-                ),
-                (intent.run_id, intent.call_id, intent.model_dump_json()),
-            )
-            if cursor.rowcount == 0:
-                raise receipt_exists(intent.run_id, intent.call_id)
+        params = {
+            "run_id": intent.run_id,
+            "call_id": intent.call_id,
+            "intent": intent.model_dump_json(),
+        }
+        if await self._fenced("record_intent", _INTENT, params, lease) == 0:
+            raise receipt_exists(intent.run_id, intent.call_id)
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
-        """Durably record how a journaled write ended (see `RunStore`)."""
-        async with self._use("record_receipt") as connection:
-            await connection.execute(
-                self._sql(
-                    "UPDATE {s}.journal SET receipt = %s::json WHERE run_id = %s AND call_id = %s"
-                ),
-                (receipt.model_dump_json(), run_id, call_id),
-            )
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
+        """Durably record how a journaled write ended (see `RunStore`).
+
+        Raises:
+            RunLeased: If ``lease`` is no longer current.
+        """
+        params = {"run_id": run_id, "call_id": call_id, "receipt": receipt.model_dump_json()}
+        await self._fenced("record_receipt", _RECEIPT, params, lease)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         """Return the run's write journal, in the order the intents were recorded."""
@@ -317,21 +386,55 @@ class PostgresRunStore:
         ]
 
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
-        """Durably store a decision for the next resume (see `RunStore`)."""
-        async with self._use("submit_approval") as connection:
+        """Durably store a decision for a request the run waits for (see `RunStore`)."""
+        async with self._use("submit_approval") as connection, connection.transaction():
+            cursor = await connection.execute(
+                self._sql("SELECT snapshot::text FROM {s}.runs WHERE run_id = %s FOR UPDATE"),
+                (run_id,),
+            )
+            row = await cursor.fetchone()
+            if not check_submission(
+                run_id,
+                None if row is None else load_snapshot(run_id, row[0]),
+                approval,
+                [item for _, item in await self._approvals(connection, run_id)],
+            ):
+                return
             await connection.execute(
                 self._sql("INSERT INTO {s}.approvals (run_id, approval) VALUES (%s, %s::json)"),
                 (run_id, approval.model_dump_json()),
             )
 
-    async def submitted_approvals(self, run_id: str) -> list[Approval]:
-        """Return the decisions submitted for the run, in order."""
-        rows = await self._rows(
-            "submitted_approvals",
-            "SELECT approval::text FROM {s}.approvals WHERE run_id = %s ORDER BY seq",
+    async def _approvals(
+        self, connection: AsyncConnection[Any], run_id: str
+    ) -> list[tuple[int, Approval]]:
+        cursor = await connection.execute(
+            self._sql(
+                "SELECT seq, approval::text FROM {s}.approvals WHERE run_id = %s ORDER BY seq"
+            ),
             (run_id,),
         )
-        return [load_record(Approval, run_id, text) for (text,) in rows]
+        return [(seq, load_record(Approval, run_id, text)) for seq, text in await cursor.fetchall()]
+
+    async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
+        """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
+        async with self._use("withdraw_approvals") as connection, connection.transaction():
+            doomed = [
+                seq
+                for seq, approval in await self._approvals(connection, run_id)
+                if decides(approval) == decides_what
+            ]
+            for seq in doomed:
+                await connection.execute(
+                    self._sql("DELETE FROM {s}.approvals WHERE run_id = %s AND seq = %s"),
+                    (run_id, seq),
+                )
+        return len(doomed)
+
+    async def submitted_approvals(self, run_id: str) -> list[Approval]:
+        """Return the decisions submitted for the run, in order."""
+        async with self._use("submitted_approvals") as connection:
+            return [approval for _, approval in await self._approvals(connection, run_id)]
 
     async def close(self) -> None:
         """Close the connection (a later operation opens a new one)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "STORE_SCHEMA_VERSION"]
 
-STORE_SCHEMA_VERSION = 1
+STORE_SCHEMA_VERSION = 2
 """The table layout the SQL stores create and read."""
 
 SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -27,6 +27,10 @@ SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE approvals (
             run_id TEXT NOT NULL, seq INTEGER NOT NULL, approval TEXT NOT NULL,
             PRIMARY KEY (run_id, seq))""",
+    ),
+    (  # store schema 2: a lease records its holder's process, so a dead holder is taken over
+        "ALTER TABLE leases ADD COLUMN host TEXT",
+        "ALTER TABLE leases ADD COLUMN pid INTEGER",
     ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -46,5 +50,9 @@ POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE {s}.approvals (
             seq bigint GENERATED ALWAYS AS IDENTITY, run_id text NOT NULL,
             approval json NOT NULL, PRIMARY KEY (run_id, seq))""",
+    ),
+    (  # store schema 2
+        "ALTER TABLE {s}.leases ADD COLUMN host text",
+        "ALTER TABLE {s}.leases ADD COLUMN pid integer",
     ),
 )

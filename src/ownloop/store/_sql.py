@@ -14,8 +14,9 @@ from typing import NamedTuple, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from ownloop.contracts import SNAPSHOT_SCHEMA_VERSION, RunSnapshot
-from ownloop.exceptions import RunLeased, SchemaVersionError, StaleCheckpoint, StoreError
+from ownloop.exceptions import SchemaVersionError, StaleCheckpoint, StoreError
 from ownloop.store._memory import check_schema
+from ownloop.store._rules import lease_held, lease_lost, receipt_exists
 from ownloop.store._schema import STORE_SCHEMA_VERSION
 
 __all__ = [
@@ -128,27 +129,6 @@ def stale(run_id: str, found: int | None, expected: int | None) -> StaleCheckpoi
     else:
         state = f"is at version {found}, not {expected}"
     return StaleCheckpoint(f"run {run_id} {state}: another writer saved it first")
-
-
-def lease_lost(run_id: str) -> RunLeased:
-    """Return the error of a save by a worker whose lease was taken over."""
-    return RunLeased(f"the lease on run {run_id} was lost to another worker")
-
-
-def lease_held(run_id: str, owner: str, expires_at: datetime) -> RunLeased:
-    """Return the error of a worker trying to take a lease another worker holds."""
-    return RunLeased(
-        f"run {run_id} is being executed by {owner} until {expires_at.isoformat()}; "
-        "resume it after that worker finishes or its lease expires"
-    )
-
-
-def receipt_exists(run_id: str, call_id: str) -> StaleCheckpoint:
-    """Return the error of an intent for a write that already has a receipt."""
-    return StaleCheckpoint(
-        f"write {call_id} of run {run_id} already has a receipt: this worker's view of the run is "
-        "stale, so the write is not executed again"
-    )
 
 
 def newer_store_schema(where: str, found: int) -> SchemaVersionError:

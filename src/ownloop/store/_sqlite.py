@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
     Approval,
     JournalEntry,
@@ -36,6 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._port import StoredRun
+from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
     lease_held,
@@ -50,7 +51,7 @@ from ownloop.store._sql import (
 
 __all__ = ["SqliteRunStore"]
 
-_LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ?)"
+_LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ? AND expires_at > ?)"
 
 
 def _iso(moment: datetime) -> str:
@@ -66,6 +67,7 @@ class SqliteRunStore:
         synchronous: ``"NORMAL"`` (default) or ``"FULL"`` for checkpoints; the write journal and
             approvals are always committed with ``FULL`` (see the module's durability note).
         busy_timeout_s: How long a statement waits for another process's write to finish.
+        clock: Judges lease expiry; the system clock by default (a `FakeClock` in tests).
 
     Raises:
         ConfigurationError: If ``synchronous`` is neither ``"NORMAL"`` nor ``"FULL"``.
@@ -79,11 +81,13 @@ class SqliteRunStore:
         *,
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 5.0,
+        clock: Clock | None = None,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
         self.path = os.fspath(path)
         self.synchronous = synchronous
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
         self._closed = False
         try:
@@ -155,7 +159,7 @@ class SqliteRunStore:
         """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
         row = snapshot_row(snapshot)
         values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
-        held: tuple[str, ...] = (row.run_id, lease.token) if lease is not None else ()
+        held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
         with self._guard("save") as db:
             if expected_version is None:
@@ -176,9 +180,8 @@ class SqliteRunStore:
                 return (expected_version or 0) + 1
             found = db.execute("SELECT version FROM runs WHERE run_id = ?", (row.run_id,))
             version = found.fetchone()
-            holder = db.execute("SELECT token FROM leases WHERE run_id = ?", (row.run_id,))
-            token = holder.fetchone()
-        if lease is not None and (token is None or token[0] != lease.token):
+            fenced = lease is not None and not self._current(db, lease)
+        if fenced:
             raise lease_lost(row.run_id)
         raise stale(row.run_id, version[0] if version else None, expected_version)
 
@@ -213,27 +216,61 @@ class SqliteRunStore:
             for run_id, run_state, run_status, stop_reason, version, updated_at in rows
         ]
 
-    async def acquire_lease(self, run_id: str, owner: str, ttl_s: float) -> Lease:
-        """Take the run's lease unless another owner holds an unexpired one (see `RunStore`)."""
+    def _now(self) -> float:
+        return self._clock.now().timestamp()
+
+    def _held(self, lease: Lease | None) -> tuple[str | float, ...]:
+        """The parameters of `_LEASED` for a fenced statement (none when unfenced)."""
+        return () if lease is None else (lease.run_id, lease.token, self._now())
+
+    def _current(self, db: sqlite3.Connection, lease: Lease) -> bool:
+        row = db.execute(f"SELECT {_LEASED}", self._held(lease)).fetchone()
+        return bool(row[0])
+
+    async def acquire_lease(
+        self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
+    ) -> Lease:
+        """Take a new lease on the run unless another acquisition holds it (see `RunStore`)."""
         with self._guard("acquire_lease") as db, self._transaction():
-            now = time.time()
+            now = self._now()
             held = db.execute(
-                "SELECT owner, expires_at FROM leases WHERE run_id = ?", (run_id,)
+                "SELECT owner, expires_at, host, pid FROM leases WHERE run_id = ?", (run_id,)
             ).fetchone()
-            if held is not None and held[0] != owner and held[1] > now:
-                raise lease_held(run_id, held[0], datetime.fromtimestamp(held[1], UTC))
+            taken_from = None
+            if held is not None and held[1] > now:
+                if not (take_over or holder_is_gone(held[2], held[3])):
+                    raise lease_held(run_id, held[0], datetime.fromtimestamp(held[1], UTC))
+                taken_from = held[0]
             token, expires_at = uuid.uuid4().hex, now + ttl_s
             db.execute(
-                "INSERT INTO leases VALUES (?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
-                "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at",
-                (run_id, owner, token, expires_at),
+                "INSERT INTO leases (run_id, owner, token, expires_at, host, pid) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (run_id) DO UPDATE SET "
+                "owner = excluded.owner, token = excluded.token, expires_at = excluded.expires_at, "
+                "host = excluded.host, pid = excluded.pid",
+                (run_id, owner, token, expires_at, this_host(), os.getpid()),
             )
         return Lease(
             run_id=run_id,
             owner=owner,
             token=token,
             expires_at=datetime.fromtimestamp(expires_at, UTC),
+            host=this_host(),
+            pid=os.getpid(),
+            taken_over_from=taken_from,
         )
+
+    async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
+        """Extend a lease that is still current and unexpired (see `RunStore`)."""
+        with self._guard("renew_lease") as db:
+            now = self._now()
+            cursor = db.execute(
+                "UPDATE leases SET expires_at = ? "
+                "WHERE run_id = ? AND token = ? AND expires_at > ?",
+                (now + ttl_s, lease.run_id, lease.token, now),
+            )
+        if cursor.rowcount != 1:
+            raise lease_lost(lease.run_id)
+        return lease.model_copy(update={"expires_at": datetime.fromtimestamp(now + ttl_s, UTC)})
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back if it is still held (see `RunStore`)."""
@@ -242,24 +279,37 @@ class SqliteRunStore:
                 "DELETE FROM leases WHERE run_id = ? AND token = ?", (lease.run_id, lease.token)
             )
 
-    async def record_intent(self, intent: WriteIntent) -> None:
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Durably record a write about to execute (see `RunStore`).
 
         Raises:
             StaleCheckpoint: If the write already has a receipt: the caller's view is stale.
+            RunLeased: If ``lease`` is no longer current.
         """
         with self._guard("record_intent") as db, self._transaction(durable=True):
+            if lease is not None and not self._current(db, lease):
+                raise lease_lost(intent.run_id)
             cursor = db.execute(
                 "INSERT INTO journal VALUES (?, ?, ?, NULL) ON CONFLICT (run_id, call_id) "
-                "DO UPDATE SET intent = excluded.intent WHERE journal.receipt IS NULL",
+                "DO UPDATE SET intent = excluded.intent, receipt = NULL "
+                "WHERE journal.receipt IS NULL "
+                "OR json_extract(journal.receipt, '$.status') = 'unknown'",
                 (intent.run_id, intent.call_id, intent.model_dump_json()),
             )
             if cursor.rowcount == 0:
                 raise receipt_exists(intent.run_id, intent.call_id)
 
-    async def record_receipt(self, run_id: str, call_id: str, receipt: Receipt) -> None:
-        """Durably record how a journaled write ended (see `RunStore`)."""
+    async def record_receipt(
+        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
+    ) -> None:
+        """Durably record how a journaled write ended (see `RunStore`).
+
+        Raises:
+            RunLeased: If ``lease`` is no longer current.
+        """
         with self._guard("record_receipt") as db, self._transaction(durable=True):
+            if lease is not None and not self._current(db, lease):
+                raise lease_lost(run_id)
             db.execute(
                 "UPDATE journal SET receipt = ? WHERE run_id = ? AND call_id = ?",
                 (receipt.model_dump_json(), run_id, call_id),
@@ -280,21 +330,44 @@ class SqliteRunStore:
         ]
 
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
-        """Durably store a decision for the next resume (see `RunStore`)."""
+        """Durably store a decision for a request the run waits for (see `RunStore`)."""
         with self._guard("submit_approval") as db, self._transaction(durable=True):
+            row = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+            if not check_submission(
+                run_id,
+                None if row is None else load_snapshot(run_id, row[0]),
+                approval,
+                self._approvals(db, run_id),
+            ):
+                return
             db.execute(
                 "INSERT INTO approvals SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM approvals "
                 "WHERE run_id = ?",
                 (run_id, approval.model_dump_json(), run_id),
             )
 
+    def _approvals(self, db: sqlite3.Connection, run_id: str) -> list[Approval]:
+        rows = db.execute(
+            "SELECT approval FROM approvals WHERE run_id = ? ORDER BY seq", (run_id,)
+        ).fetchall()
+        return [load_record(Approval, run_id, text) for (text,) in rows]
+
+    async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
+        """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
+        with self._guard("withdraw_approvals") as db, self._transaction(durable=True):
+            removed = 0
+            for seq, text in db.execute(
+                "SELECT seq, approval FROM approvals WHERE run_id = ?", (run_id,)
+            ).fetchall():
+                if decides(load_record(Approval, run_id, text)) == decides_what:
+                    db.execute("DELETE FROM approvals WHERE run_id = ? AND seq = ?", (run_id, seq))
+                    removed += 1
+        return removed
+
     async def submitted_approvals(self, run_id: str) -> list[Approval]:
         """Return the decisions submitted for the run, in order."""
         with self._guard("submitted_approvals") as db:
-            rows = db.execute(
-                "SELECT approval FROM approvals WHERE run_id = ? ORDER BY seq", (run_id,)
-            ).fetchall()
-        return [load_record(Approval, run_id, text) for (text,) in rows]
+            return self._approvals(db, run_id)
 
     async def close(self) -> None:
         """Close the database connection; the store cannot be used afterwards."""
