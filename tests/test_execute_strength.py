@@ -74,7 +74,10 @@ def test_no_tool_attempt_starts_after_the_deadline() -> None:
     result = Agent(model, registry, clock=clock, limits=Limits(deadline_s=10)).run_sync("q")
     assert (result.status, result.stop_reason) == (RunStatus.STOPPED, StopReason.DEADLINE)
     assert ran == Counter({"a": 1})
-    assert result.detail == "budget deadline_s exhausted before tool attempt: limit 10, observed 11"
+    assert result.detail == (
+        "budget deadline_s exhausted before tool attempt: limit 10, "
+        "observed 11.00s of wall time elapsed"
+    )
     assert [e.call_id for e in _events(result, "tool_started")] == ["call-1"]
 
 
@@ -85,7 +88,10 @@ def test_no_retry_waits_past_the_deadline() -> None:
     model = ScriptedModel([tool_call("flaky", value=1)])
     result = Agent(model, registry, clock=clock, limits=Limits(deadline_s=10)).run_sync("q")
     assert (result.status, result.stop_reason) == (RunStatus.STOPPED, StopReason.DEADLINE)
-    assert result.detail == "budget deadline_s exhausted before retry: limit 10, observed 11"
+    assert result.detail == (
+        "budget deadline_s exhausted before retry: limit 10, observed 11.00s of wall time "
+        "counting the retry wait about to begin"
+    )
     assert clock.slept == []
     assert attempts["flaky"] == 1
     assert _events(result, "retry_scheduled") == []
@@ -415,11 +421,12 @@ def test_the_journal_intent_records_the_idempotency_key_the_handler_saw(tmp_path
     )
     result = agent.run_sync("q", run_id="run-j")
     (entry,) = asyncio.run(agent.store.journal("run-j"))  # type: ignore[union-attr]
-    assert (entry.intent.run_id, entry.intent.call_id, entry.intent.tool) == (
+    assert (entry.intent.run_id, entry.intent.provider_call_id, entry.intent.tool) == (
         "run-j",
         "c1",
         "send",
     )
+    assert entry.intent.call_id == "call#1"  # the loop's journal key, not the model's id
     assert entry.intent.idempotency_key == seen[0].idempotency_key
     assert entry.intent.idempotency_key is not None
     assert entry.receipt == result.receipts[0]

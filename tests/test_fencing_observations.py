@@ -105,9 +105,11 @@ def test_2_a_stalled_worker_cannot_write_after_a_take_over(tmp_path: Path) -> No
                 time.sleep(0.05)
         other_done.set()
 
-    def stalled_approver(request: ApprovalRequest) -> Approval:
+    async def stalled_approver(request: ApprovalRequest) -> Approval:
         threading.Thread(target=other_worker).start()
-        assert other_done.wait(20)  # a blocking stall: not even the heartbeat runs
+        # A stall that blocks the worker's event loop (a sync call inside a coroutine): not even
+        # the heartbeat runs, so the lease expires and the other worker takes the run over.
+        assert other_done.wait(20)
         return _yes(request)
 
     stalled = _agent(tmp_path, store, 1, approver=stalled_approver, lease_ttl_s=0.3)

@@ -29,6 +29,7 @@ from ownloop.exceptions import OwnloopError, RunLeased
 from ownloop.loop import (
     AskApprover,
     CallModel,
+    ConfirmLease,
     Decided,
     Effect,
     Failure,
@@ -96,8 +97,8 @@ class RunSession:
         self.lost = False
         self._renewed_at = time.monotonic()
 
-    async def perform(self, effect: Persist | RecordIntent | RecordReceipt) -> None:
-        """Save a checkpoint or a journal record, under the lease.
+    async def perform(self, effect: Persist | RecordIntent | RecordReceipt | ConfirmLease) -> None:
+        """Save a checkpoint or a journal record, or confirm the lease, under the lease.
 
         Args:
             effect: What to record.
@@ -108,7 +109,11 @@ class RunSession:
         if self.lease is not None and time.monotonic() - self._renewed_at >= self.ttl_s / 3:
             await self._renew(self.lease)  # a segment that never yielded to the heartbeat
         lease = self.lease
-        if isinstance(effect, Persist):
+        if isinstance(effect, ConfirmLease):
+            if lease is not None:  # raises RunLeased when another worker holds the run now
+                self.lease = await self.store.renew_lease(lease, self.ttl_s)
+                self._renewed_at = time.monotonic()
+        elif isinstance(effect, Persist):
             self.version = await self.store.save(
                 effect.snapshot, expected_version=self.version, lease=lease
             )
@@ -191,7 +196,7 @@ class Driver:
         try:
             effect = next(loop)
             while True:
-                if isinstance(effect, Persist | RecordIntent | RecordReceipt):
+                if isinstance(effect, Persist | RecordIntent | RecordReceipt | ConfirmLease):
                     if session is not None:
                         await session.perform(effect)
                     effect = loop.send(None)

@@ -81,13 +81,15 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     decide.add_argument("--approver", help="who decides (default: the current user)")
     decide.set_defaults(handler=approve)
     withdraw = actions.add_parser("withdraw", help="withdraw a stored decision before a resume")
-    withdraw.add_argument("run_id", metavar="RUN_ID")
-    withdraw.add_argument("request_id", metavar="REQUEST_ID")
+    withdraw.add_argument("run_id", metavar="RUN_ID", help="the paused run")
+    withdraw.add_argument(
+        "request_id", metavar="REQUEST_ID", help="the approval request whose decision to withdraw"
+    )
     withdraw.set_defaults(handler=withdraw_decision)
     unlock = actions.add_parser(
         "unlock", help="take a dead or stuck worker's lease away so the run can be resumed now"
     )
-    unlock.add_argument("run_id", metavar="RUN_ID")
+    unlock.add_argument("run_id", metavar="RUN_ID", help="the run whose worker is dead or stuck")
     unlock.set_defaults(handler=unlock_run)
     for parser in (listing, show, decide, withdraw, unlock):
         _store_options(parser)

@@ -23,6 +23,7 @@ from ownloop.contracts import (
 from ownloop.dbos._codec import decode_outcome, encode_outcome
 from ownloop.exceptions import StaleCheckpoint, UnknownEffectError
 from ownloop.loop import (
+    ConfirmLease,
     Effect,
     Failure,
     InvokeTool,
@@ -169,6 +170,8 @@ class DbosDriver:
         Returns:
             Its outcome.
         """
+        if isinstance(effect, ConfirmLease):
+            return None  # DBOS runs a workflow on one executor at a time: no lease to confirm
         if isinstance(effect, RecordIntent):
             self._intents[effect.intent.idempotency_key] = effect
             return None

@@ -7,6 +7,7 @@ from ownloop.loop.core import LoopGenerator, run_loop
 from ownloop.loop.effects import (
     AskApprover,
     CallModel,
+    ConfirmLease,
     Decided,
     Effect,
     Failure,
@@ -27,6 +28,7 @@ from ownloop.loop.state import RunState, pending_key
 __all__ = [
     "AskApprover",
     "CallModel",
+    "ConfirmLease",
     "Decided",
     "Effect",
     "Failure",

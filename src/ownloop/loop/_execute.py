@@ -28,6 +28,7 @@ from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import (
+    ConfirmLease,
     Effect,
     Failure,
     InvokeTool,
@@ -135,6 +136,8 @@ def execute(
         end_for_budget(check_before_tool_attempt(limits, state.usage))
         elapsed = config.clock.monotonic() - state.started_at
         end_for_budget(check_deadline(limits, elapsed, "before_tool_attempt"))
+        if journaled and attempt > 1:
+            yield ConfirmLease()  # fenced like the intent: a worker that lost the run stops here
         state.count(tool_attempts=1)
         state.trace.emit(ToolStarted, call_id=call_id, tool=spec.name, attempt=attempt)
         before = yield from current_revision(config)

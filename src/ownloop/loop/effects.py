@@ -25,6 +25,7 @@ from ownloop.tools import ToolContext, ValidatedCall
 __all__ = [
     "AskApprover",
     "CallModel",
+    "ConfirmLease",
     "Decided",
     "Effect",
     "Failure",
@@ -147,6 +148,16 @@ class RecordIntent:
 
 
 @dataclass(frozen=True, slots=True)
+class ConfirmLease:
+    """Confirm in the store that this worker still holds the run, before a write is retried.
+
+    The intent is fenced when it is recorded; a retry of the same write executes it again later,
+    after the worker may have lost the run (a take-over during the backoff), so every further
+    attempt is fenced too: a worker that lost its lease gets `RunLeased` and executes nothing.
+    """
+
+
+@dataclass(frozen=True, slots=True)
 class RecordReceipt:
     """Durably record how a journaled write ended.
 
@@ -215,6 +226,7 @@ Effect = (
     | Persist
     | RecordIntent
     | RecordReceipt
+    | ConfirmLease
     | Summarize
 )
 """Anything the core may ask the driver to do."""
