@@ -16,7 +16,7 @@ from ownloop.models._normalize import arguments_text
 
 __all__ = ["ends_with_tool_results", "fold_tool_results"]
 
-_INSTRUCTION = "Answer the user's request from these facts; do not call the tools again."
+_INSTRUCTION = "Answer the user's request from these facts in one short sentence."
 
 
 def ends_with_tool_results(messages: Sequence[Message]) -> bool:
