@@ -235,3 +235,23 @@ def test_a_plain_500_stays_transient() -> None:
     (outcome,), _ = play(OpenAIChatModel, [reply], [ask("hi")], compat="llamacpp")
     assert isinstance(outcome, TransientModelError)
     assert outcome.category == "server_error"
+
+
+def test_a_tool_call_sent_whole_for_a_stream_replays_no_text() -> None:
+    """A whole reply proposing a tool gives listeners nothing to show, and the call arrives."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    }
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    reply = json_reply({"id": "x", "model": "m.gguf", "choices": [choice]})
+    deltas: list[str] = []
+    with listen_to_text_deltas(deltas.append):
+        outcome, body = sent(reply, ask("hi", stream=True), compat="llamacpp")
+    assert "stream" not in body
+    assert [call.name for call in outcome.tool_calls] == ["weather"]
+    assert deltas == []
+    assert outcome.usage.estimated
