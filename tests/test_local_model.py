@@ -147,7 +147,8 @@ def test_a_token_budget_stops_a_streamed_run_without_reported_usage() -> None:
     """The stream carries no usage: estimated tokens count, and the budget stops the run.
 
     No tools are offered, so the reply is really streamed; the citation check rejects the
-    uncited answer, and the run would go on asking were the tokens not counted.
+    uncited answer, so the run asks again, and the budget (counting the estimated usage of every
+    response, plus the estimate of the next request) refuses the next request.
     """
     agent = Agent(
         OpenAIChatModel.from_env(),
