@@ -152,10 +152,14 @@ USAGE = Usage(
     compactions=1,
 )
 TOKEN_USAGE = TokenUsage(
-    input_tokens=1_000, output_tokens=200, reasoning_tokens=50, cached_tokens=400
+    input_tokens=1_000, output_tokens=200, reasoning_tokens=50, cached_tokens=400, estimated=True
 )
 SETTINGS = ModelSettings(
-    temperature=0.2, max_output_tokens=512, parallel_tool_calls=False, stream=True
+    temperature=0.2,
+    max_output_tokens=512,
+    parallel_tool_calls=False,
+    stream=True,
+    tool_choice="auto",
 )
 SYSTEM_MESSAGE = SystemMessage(role="system", content="Cite what the tools return.")
 USER_MESSAGE = UserMessage(role="user", content="How should a safe agent be evaluated?")

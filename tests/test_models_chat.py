@@ -120,6 +120,7 @@ def test_a_plain_answer_maps_text_usage_model_and_request_id() -> None:
         "output_tokens": 7,
         "reasoning_tokens": 3,
         "cached_tokens": 4,
+        "estimated": False,
     }
     assert (response.model, response.provider_request_id) == ("served-model", "req_42")
     assert body["model"] == "test-model"
@@ -129,10 +130,15 @@ def test_a_plain_answer_maps_text_usage_model_and_request_id() -> None:
     "usage",
     [None, {"prompt_tokens": "many", "completion_tokens": -3}, {"prompt_cache_hit_tokens": 5}],
 )
-def test_missing_or_malformed_usage_is_zero(usage: Any) -> None:
-    """Usage that is missing, textual or negative counts as zero (DeepSeek's cache hits count)."""
+def test_missing_or_malformed_usage_is_estimated(usage: Any) -> None:
+    """Usage that is missing, textual or negative is estimated (DeepSeek's cache hits count)."""
     response, _ = respond(completion({"content": "ok"}, usage=usage))
-    assert response.usage.total_tokens == 0
+    assert response.usage.estimated
+    assert response.usage.input_tokens > 0
+    assert response.usage.output_tokens == 1  # "ok": one token by the heuristic
+    assert response.usage.cached_tokens == (
+        5 if usage and "prompt_cache_hit_tokens" in usage else 0
+    )
     assert response.usage.cached_tokens == (
         5 if usage and "prompt_cache_hit_tokens" in usage else 0
     )

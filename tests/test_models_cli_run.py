@@ -92,3 +92,39 @@ def test_run_trace_writes_json_lines_for_trace_show(
     capsys.readouterr()
     assert main(["trace", "show", str(trace)]) == 0
     assert "stop     completed (final_output)" in capsys.readouterr().out
+
+
+def test_run_caps_every_reply_and_sends_the_temperature(
+    endpoint: OpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A default output cap always; flags win over OWNLOOP_MAX_OUTPUT_TOKENS/OWNLOOP_TEMPERATURE."""
+    assert run("evaluation") == 0
+    first = endpoint.requests[0].body
+    assert (first["max_completion_tokens"], "temperature" in first) == (1024, False)
+    monkeypatch.setenv("OWNLOOP_MAX_OUTPUT_TOKENS", "300")
+    monkeypatch.setenv("OWNLOOP_TEMPERATURE", "0.5")
+    sent = len(endpoint.requests)
+    run("evaluation", "--compat", "llamacpp")  # the scripted brain expects tool messages
+    body = endpoint.requests[sent].body
+    assert (body["max_tokens"], body["temperature"], body["tool_choice"]) == (300, 0.5, "auto")
+    sent = len(endpoint.requests)
+    assert run("evaluation", "--max-output-tokens", "50", "--temperature", "0") == 0
+    body = endpoint.requests[sent].body
+    assert (body["max_completion_tokens"], body["temperature"]) == (50, 0)
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"), [("OWNLOOP_MAX_OUTPUT_TOKENS", "many"), ("OWNLOOP_TEMPERATURE", "9")]
+)
+def test_run_refuses_settings_it_cannot_use(
+    endpoint: OpenAIServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    """A malformed or out-of-range variable is a configuration error naming the variables."""
+    monkeypatch.setenv(variable, value)
+    assert run("evaluation") not in {0, 1}
+    assert "invalid OWNLOOP_MAX_OUTPUT_TOKENS or OWNLOOP_TEMPERATURE" in capsys.readouterr().err
+    assert endpoint.requests == []

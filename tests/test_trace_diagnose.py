@@ -219,3 +219,34 @@ def test_the_command_exits_1_on_warnings_and_prints_json(
     assert diagnosis["findings"][0]["code"] == "retries"
     assert _cli(["trace", "diagnose", str(noisy), "--slow-tool-s", "1", "--repeats", "5"]) == 1
     assert "warning retries" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("served", "steps", "found"),
+    [
+        ("/models/SmolLM2-135M-Instruct.Q4_1.gguf", [], True),
+        ("/models/SmolLM2-135M-Instruct.Q4_1.GGUF", [], True),
+        ("gpt-4.1-mini", [], False),
+        ("/models/x.gguf", [tool_call("search_documents", query="a")], False),
+    ],
+)
+def test_tools_a_llama_cpp_server_never_showed_the_model_are_flagged(
+    served: str, steps: list[Any], found: bool
+) -> None:
+    """Tools offered, no call ever, and a .gguf model: the server ignored them (tools_ignored)."""
+    answer = final("17 + 25 = 30.").model_copy(update={"model": served})
+    result = _run([*steps, answer])
+    codes = _codes(diagnose(result.trace))
+    assert ("tools_ignored" in codes) is found
+    if found:
+        (finding,) = [f for f in diagnose(result.trace).findings if f.code == "tools_ignored"]
+        assert "OWNLOOP_COMPAT=llamacpp" in finding.message
+        assert finding.severity == "warning"
+        assert len(finding.seqs) == 2
+
+
+def test_a_run_offering_no_tools_is_never_flagged_as_ignoring_them() -> None:
+    """No tools offered: nothing to ignore, whatever the server."""
+    answer = final("done").model_copy(update={"model": "m.gguf"})
+    result = Agent(ScriptedModel([answer]), ToolRegistry(), clock=FakeClock()).run_sync("q")
+    assert "tools_ignored" not in _codes(diagnose(result.trace))

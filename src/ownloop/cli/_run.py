@@ -2,18 +2,30 @@
 
 The endpoint comes from ``OPENAI_API_KEY``, ``OPENAI_MODEL`` and ``OPENAI_BASE_URL`` (any
 OpenAI-compatible server); ``OWNLOOP_API`` picks the wire API and ``OWNLOOP_COMPAT`` the
-compatibility profile, and the flags override both. The run uses the offline demo's corpus tools
-and citation check, so only the model is real. Output is the demo's summary, or ``--json``;
+compatibility profile, and the flags override both. Every reply is capped at
+``--max-output-tokens`` (``OWNLOOP_MAX_OUTPUT_TOKENS``, 1024 by default); ``--temperature``
+(``OWNLOOP_TEMPERATURE``) sets the sampling temperature. The run uses the offline demo's corpus
+tools and citation check, so only the model is real. Output is the demo's summary, or ``--json``;
 ``--trace FILE`` appends the trace as JSON lines for ``ownloop trace show|diagnose``.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from typing import TYPE_CHECKING
 
 from ownloop.cli._demo import add_trace_option, print_summary, trace_sinks
+from ownloop.exceptions import ConfigurationError
 
-__all__ = ["INSTRUCTIONS", "register", "run_research"]
+if TYPE_CHECKING:
+    from ownloop.contracts import ModelSettings
+
+__all__ = ["INSTRUCTIONS", "register", "run_research", "run_settings"]
+
+OUTPUT_VARIABLE = "OWNLOOP_MAX_OUTPUT_TOKENS"
+TEMPERATURE_VARIABLE = "OWNLOOP_TEMPERATURE"
+DEFAULT_OUTPUT_TOKENS = 1024
 
 INSTRUCTIONS = (
     "You answer questions using only a small document corpus. First call search_documents with "
@@ -52,9 +64,51 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     run.add_argument("--max-steps", type=int, default=8, help="step budget (default 8)")
     run.add_argument(
+        "--max-output-tokens",
+        type=int,
+        default=None,
+        help=f"output cap of each reply (default: {OUTPUT_VARIABLE}, else {DEFAULT_OUTPUT_TOKENS})",
+    )
+    run.add_argument(
+        "--temperature",
+        type=float,
+        default=None,
+        help=f"sampling temperature (default: {TEMPERATURE_VARIABLE}, else the server's)",
+    )
+    run.add_argument(
         "--deadline", type=float, default=180.0, help="wall-clock budget in seconds (default 180)"
     )
     run.set_defaults(handler=run_research)
+
+
+def run_settings(max_output_tokens: int | None, temperature: float | None) -> ModelSettings:
+    """Return the sampling settings of ``ownloop run``: the flags, else the environment.
+
+    Every reply is capped (a server that generates until its context is full would otherwise
+    run into the request timeout); the temperature is the server's unless one is given.
+
+    Args:
+        max_output_tokens: ``--max-output-tokens``, or ``None``.
+        temperature: ``--temperature``, or ``None``.
+
+    Returns:
+        The settings.
+
+    Raises:
+        ConfigurationError: If a variable is not a number or is out of range.
+    """
+    from ownloop.contracts import ModelSettings
+
+    try:
+        cap = max_output_tokens or int(os.environ.get(OUTPUT_VARIABLE) or DEFAULT_OUTPUT_TOKENS)
+        if temperature is None and os.environ.get(TEMPERATURE_VARIABLE, "").strip():
+            temperature = float(os.environ[TEMPERATURE_VARIABLE])
+        return ModelSettings(max_output_tokens=cap, temperature=temperature)
+    except ValueError as error:
+        raise ConfigurationError(
+            f"invalid {OUTPUT_VARIABLE} or {TEMPERATURE_VARIABLE}: a positive integer and a "
+            f"number from 0 to 2 ({type(error).__name__})"
+        ) from None
 
 
 def run_research(arguments: argparse.Namespace) -> int:
@@ -90,6 +144,7 @@ def run_research(arguments: argparse.Namespace) -> int:
         instructions=INSTRUCTIONS,
         stream=arguments.stream,
         trace_sinks=trace_sinks(arguments),
+        settings=run_settings(arguments.max_output_tokens, arguments.temperature),
     )
     result = agent.run_sync(arguments.question or DEFAULT_QUESTION)
     if arguments.json:

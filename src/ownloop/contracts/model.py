@@ -19,12 +19,16 @@ class ModelSettings(Record):
         max_output_tokens: The most tokens one response may use.
         parallel_tool_calls: Whether the model may propose several calls in one turn.
         stream: Whether the adapter should stream the response (server-sent events).
+        tool_choice: Whether the model must, may or must not call a tool when tools are offered:
+            ``auto``, ``none``, ``required`` or the name of one offered tool. ``None`` sends nothing
+            unless the compatibility profile says the server needs it (then ``auto``).
     """
 
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_output_tokens: int | None = Field(default=None, ge=1)
     parallel_tool_calls: bool | None = None
     stream: bool = False
+    tool_choice: str | None = Field(default=None, min_length=1, max_length=256)
 
 
 class TokenUsage(Record):
@@ -35,12 +39,15 @@ class TokenUsage(Record):
         output_tokens: Tokens written, including reasoning ones.
         reasoning_tokens: Of the output, tokens spent on hidden reasoning.
         cached_tokens: Of the input, tokens served from the provider's cache.
+        estimated: Whether the counts are ownloop's estimate because the server reported no
+            usage (a stream without usage, a server that omits it).
     """
 
     input_tokens: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
     reasoning_tokens: NonNegativeInt = 0
     cached_tokens: NonNegativeInt = 0
+    estimated: bool = False
 
     @property
     def total_tokens(self) -> int:

@@ -7,6 +7,7 @@ from typing import Any
 from ownloop.contracts import ModelRequest, ModelResponse
 from ownloop.models._adapter import Fail, OpenAIAdapter
 from ownloop.models._chat_convert import chat_body, parse_completion
+from ownloop.models._deltas import report_text_delta
 from ownloop.models._normalize import ParsedTurn
 from ownloop.models._response import to_model_response
 
@@ -19,7 +20,9 @@ class OpenAIChatModel(OpenAIAdapter):
     Messages become chat messages (assistant ``tool_calls``, ``tool`` messages keyed by
     ``tool_call_id``), tools become strict function tools, and replies come back with tool calls
     whose ids are unique within the run. ``ModelSettings.stream`` streams the reply and records the
-    time to the first token. See `OpenAIAdapter` for the arguments.
+    time to the first token; a profile that cannot stream with tools (``llamacpp``) sends such a
+    request whole and replays its text to the stream listeners. See `OpenAIAdapter` for the
+    arguments.
     """
 
     async def respond(self, request: ModelRequest) -> ModelResponse:
@@ -42,6 +45,8 @@ class OpenAIChatModel(OpenAIAdapter):
             return parse_completion(payload, profile=self.profile, declared=declared)
 
         turn, request_id, ttft = await self._exchange("chat", body, parse)
+        if request.settings.stream and not body.get("stream") and turn.text:
+            report_text_delta(turn.text)  # sent whole (the profile's stream_with_tools): replay
         return to_model_response(
             turn,
             request,

@@ -22,6 +22,7 @@ from ownloop.contracts import (
     UserMessage,
 )
 from ownloop.models._compat import CompatProfile
+from ownloop.models._fold import ends_with_tool_results, fold_tool_results
 from ownloop.models._normalize import (
     ParsedTurn,
     RawCall,
@@ -34,7 +35,7 @@ from ownloop.models._normalize import (
 )
 from ownloop.models._text_calls import recognize_text_tool_calls
 
-__all__ = ["chat_body", "parse_completion"]
+__all__ = ["chat_body", "parse_completion", "tool_choice"]
 
 _REASONING_ITEM = "chat.reasoning_content"
 _EXTRA_ITEM = "chat.tool_call_extra"
@@ -62,11 +63,18 @@ def chat_body(
         The JSON-ready body.
     """
     native = messages is None
+    offer = bool(request.tools) and native
+    if messages is None and profile.fold_tool_results:
+        offer = offer and not ends_with_tool_results(request.messages)
+        messages = _messages(fold_tool_results(request.messages), profile)
     wire = _messages(request.messages, profile) if messages is None else messages
     body: dict[str, Any] = {"model": model, "messages": wire}
-    if request.tools and native:
-        body["tools"] = [_tool(spec, profile) for spec in request.tools]
     settings = request.settings
+    if offer:
+        body["tools"] = [_tool(spec, profile) for spec in request.tools]
+        choice = tool_choice(settings.tool_choice, profile)
+        if choice is not None:
+            body["tool_choice"] = choice
     if settings.temperature is not None:
         body["temperature"] = settings.temperature
     if settings.max_output_tokens is not None:
@@ -76,11 +84,30 @@ def chat_body(
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     if stop and profile.stop_sequences:
         body["stop"] = list(stop)
-    if settings.stream:
+    if settings.stream and (profile.stream_with_tools or "tools" not in body):
         body["stream"] = True
         if profile.stream_usage:
             body["stream_options"] = {"include_usage": True}
     return body
+
+
+def tool_choice(chosen: str | None, profile: CompatProfile) -> str | dict[str, Any] | None:
+    """Return the chat ``tool_choice`` to send with offered tools, or ``None`` to send none.
+
+    Args:
+        chosen: ``ModelSettings.tool_choice``.
+        profile: Whether the server needs an explicit choice and accepts ``required``.
+
+    Returns:
+        ``auto``, ``none``, ``required``, a named function, or ``None``.
+    """
+    if chosen is None:
+        return "auto" if profile.explicit_tool_choice else None
+    if chosen == "required" and not profile.required_tool_choice:
+        return "auto"
+    if chosen in {"auto", "none", "required"}:
+        return chosen
+    return {"type": "function", "function": {"name": chosen}}
 
 
 def _tool(spec: ToolSpec, profile: CompatProfile) -> dict[str, Any]:

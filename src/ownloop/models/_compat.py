@@ -16,7 +16,13 @@ from typing import Literal
 
 from ownloop.exceptions import ConfigurationError
 
-__all__ = ["PROFILES", "CompatProfile", "avoidance_hint", "resolve_profile"]
+__all__ = [
+    "PROFILES",
+    "CompatProfile",
+    "avoidance_hint",
+    "rejection_hint",
+    "resolve_profile",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +44,17 @@ class CompatProfile:
             (Qwen, Ollama and vLLM set-ups whose server-side tool parser is missing).
         replay_vendor_fields: Keep the vendor fields a server needs back within a tool loop
             (DeepSeek ``reasoning_content``, Gemini ``extra_content``) and send them again.
+        explicit_tool_choice: The server leaves the tools out of the prompt unless
+            ``tool_choice`` is sent (llama-cpp-python's function-calling handler): send
+            ``auto`` whenever tools are offered and the settings choose nothing.
+        required_tool_choice: The server accepts ``tool_choice: "required"``; when ``False``
+            ``auto`` is sent instead.
+        fold_tool_results: The server's chat template drops ``tool`` messages: when the
+            conversation ends with tool results, send them (and the calls) as one user turn of
+            facts, without tools, so the model answers from them. The cost: the model cannot
+            call a second tool after the first results.
+        stream_with_tools: The server can stream a reply while tools are offered; when
+            ``False`` such a request is sent whole and its text replayed to stream listeners.
     """
 
     name: str
@@ -51,6 +68,10 @@ class CompatProfile:
     stop_sequences: bool = True
     text_tool_calls: bool = False
     replay_vendor_fields: bool = False
+    explicit_tool_choice: bool = False
+    required_tool_choice: bool = True
+    fold_tool_results: bool = False
+    stream_with_tools: bool = True
 
     def __repr__(self) -> str:
         return f"CompatProfile({self.name!r})"
@@ -74,9 +95,18 @@ PROFILES: dict[str, CompatProfile] = {
     "vllm": dataclasses.replace(_COMPATIBLE, name="vllm", text_tool_calls=True),
     "deepseek": dataclasses.replace(_COMPATIBLE, name="deepseek", replay_vendor_fields=True),
     "gemini": dataclasses.replace(_COMPATIBLE, name="gemini", replay_vendor_fields=True),
+    "llamacpp": dataclasses.replace(
+        _COMPATIBLE,
+        name="llamacpp",
+        explicit_tool_choice=True,
+        required_tool_choice=False,
+        fold_tool_results=True,
+        stream_with_tools=False,
+    ),
 }
 """The named profiles: ``openai`` (the default) sends everything OpenAI documents; ``compatible``
-sends only what nearly every OpenAI-compatible server accepts; the others add one family's needs."""
+sends only what nearly every OpenAI-compatible server accepts; the others add one family's needs
+(``llamacpp``: llama-cpp-python's server with ``--chat_format chatml-function-calling``)."""
 
 
 def resolve_profile(profile: str | CompatProfile | None) -> CompatProfile:
@@ -151,3 +181,20 @@ def avoidance_hint(parameter: str | None, current: CompatProfile) -> str | None:
             f"{names[0]} or pass compat={names[0]!r} (the {current.name!r} profile sends it)"
         )
     return _OTHER_HINTS.get(parameter)
+
+
+def rejection_hint(current: CompatProfile) -> str:
+    """Explain what to try when a server rejected the request's shape without naming a parameter.
+
+    Args:
+        current: The profile the request was sent with.
+
+    Returns:
+        A sentence suggesting the profiles that send less.
+    """
+    if current.name == "llamacpp":
+        return "the 'llamacpp' profile was in use: the server needs something it does not cover"
+    return (
+        f"the server rejected the request's shape (the {current.name!r} profile was used): for "
+        "llama-cpp-python set OWNLOOP_COMPAT=llamacpp, for other servers OWNLOOP_COMPAT=compatible"
+    )

@@ -22,7 +22,7 @@ from ownloop.exceptions import (
     ProviderErrorCategory,
     TransientModelError,
 )
-from ownloop.models._compat import CompatProfile, avoidance_hint
+from ownloop.models._compat import CompatProfile, avoidance_hint, rejection_hint
 from ownloop.models._retry_hints import hint_in_message, parse_retry_after
 
 __all__ = ["ErrorEnvelope", "build_error", "envelope_from", "scrub"]
@@ -42,6 +42,9 @@ _UNSUPPORTED = re.compile(
     r"must be one of",
     re.IGNORECASE,
 )
+# A server-side schema validator rejecting the request body (FastAPI/Pydantic, as llama-cpp-python
+# answers with HTTP 500): "7 validation errors:", "1 validation error for ...", "'loc': ('body'".
+_VALIDATION = re.compile(r"\b\d+ validation errors?\b|'loc': \('body'")
 _QUOTED_PARAMETER = re.compile(
     r"(?:parameter|argument)[^'\"`:]*[:]?\s*['\"`]?([A-Za-z_][\w.\[\]]*)"
 )
@@ -199,6 +202,8 @@ def _categorize(status: int | None, envelope: ErrorEnvelope) -> ProviderErrorCat
     )
     if unsupported:  # llama.cpp even answers 500 for a parameter it does not implement
         return "unsupported_parameter"
+    if status is not None and status >= 500 and _VALIDATION.search(message):
+        return "invalid_request"  # llama-cpp-python: a 500 that is its validation of our body
     if status is not None and status >= 500:
         return "overloaded" if status in {503, 529} or "overloaded" in message else "server_error"
     if status in _OTHER_STATUS:
@@ -307,6 +312,8 @@ def _describe(
         hint = avoidance_hint(parameter, profile)
         if hint:
             text += f"; {hint}"
+    if category == "invalid_request" and status is not None and status >= 500:
+        text += f"; {rejection_hint(profile)}" if profile is not None else ""
     if category == "endpoint_not_supported":
         text += "; this server may not implement this API: try OWNLOOP_API=chat"
     return text

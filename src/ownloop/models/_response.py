@@ -17,13 +17,15 @@ from ownloop.contracts import (
     AssistantMessage,
     ModelRequest,
     ModelResponse,
+    TokenUsage,
     ToolCall,
     ToolMessage,
 )
 from ownloop.exceptions import TransientModelError
-from ownloop.models._normalize import ParsedTurn, RawCall
+from ownloop.models._normalize import ParsedTurn, RawCall, arguments_text
+from ownloop.tokens import estimate_request_tokens, token_counter
 
-__all__ = ["to_model_response", "used_call_ids"]
+__all__ = ["estimated_usage", "to_model_response", "used_call_ids"]
 
 _WRAPPERS = frozenset({"parallel", "multi_tool_use.parallel"})
 
@@ -117,6 +119,32 @@ def _stop_reason(turn: ParsedTurn, has_calls: bool) -> str | None:
     return None
 
 
+def estimated_usage(request: ModelRequest, turn: ParsedTurn) -> TokenUsage:
+    """Estimate a reply's tokens when the server reported none, marked as estimated.
+
+    Budgets must not trust a server to report usage (a stream without ``include_usage``, a
+    server that omits it): the request is counted with `estimate_request_tokens`, the reply's text
+    and tool calls with the same counter.
+
+    Args:
+        request: The request sent.
+        turn: The reply read.
+
+    Returns:
+        The estimate, ``estimated=True``.
+    """
+    count = token_counter()
+    output = count(turn.text or "") + count(turn.refusal or "")
+    for call in turn.calls:
+        output += count(call.name) + count(arguments_text(call.arguments))
+    return TokenUsage(
+        input_tokens=estimate_request_tokens(request.messages, request.tools, count),
+        output_tokens=output,
+        cached_tokens=turn.usage.cached_tokens,
+        estimated=True,
+    )
+
+
 def to_model_response(
     turn: ParsedTurn,
     request: ModelRequest,
@@ -150,11 +178,12 @@ def to_model_response(
             category="invalid_response",
         )
     provider_id = request_id or turn.response_id
+    usage = turn.usage if turn.usage.total_tokens else estimated_usage(request, turn)
     return ModelResponse(
         final_output=turn.text,
         tool_calls=calls,
         stop_reason=stop,
-        usage=turn.usage,
+        usage=usage,
         model=(turn.model or fallback_model)[:256],
         provider_request_id=provider_id[:MAX_ID_CHARS] if provider_id else None,
         provider_items=tuple(turn.items),

@@ -22,6 +22,7 @@ from ownloop.contracts import (
     UserMessage,
 )
 from ownloop.exceptions import ProviderError
+from ownloop.models._chat_convert import tool_choice
 from ownloop.models._compat import CompatProfile
 from ownloop.models._normalize import (
     ParsedTurn,
@@ -63,6 +64,11 @@ def responses_body(
             }
             for spec in request.tools
         ]
+        choice = tool_choice(request.settings.tool_choice, profile)
+        if isinstance(choice, dict):
+            choice = {"type": "function", "name": choice["function"]["name"]}
+        if choice is not None:
+            body["tool_choice"] = choice
     if profile.store:
         body["store"] = False
         if reasoning:

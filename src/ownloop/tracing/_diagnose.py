@@ -1,8 +1,9 @@
 """Automatic diagnosis of a run's trace: the patterns that explain a run that went wrong.
 
 Each check reads the typed events and reports findings with the sequence numbers that show them:
-repeated actions, slow tools, empty tool results, retries and failures, rejections, budgets that
-ran out or nearly did, truncations, and traces that are cut short or have gaps.
+repeated actions, slow tools, empty tool results, retries and failures, tools a server ignored,
+rejections, budgets that ran out or nearly did, truncations, and traces that are cut short or
+have gaps.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from ownloop.contracts import (
     CompletionRejected,
     EventBase,
     ModelFailed,
+    ModelRequested,
+    ModelResponded,
     ObservationAdded,
     OutputTruncated,
     RetryScheduled,
@@ -121,6 +124,7 @@ def diagnose(
         *_repeats(run, repeat_threshold),
         *_tools(run, slow_tool_s),
         *_model(run),
+        *_tools_ignored(run),
         *_rejections(run),
         *_budgets(run, budgets, budget_ratio),
         *_unknown(run),
@@ -234,6 +238,31 @@ def _model(run: Sequence[EventBase]) -> list[Finding]:
         message = f"{target} calls were retried {len(scheduled)} time(s): {reasons}"
         findings.append(_found("retries", "warning", message, *scheduled))
     return findings
+
+
+def _tools_ignored(run: Sequence[EventBase]) -> list[Finding]:
+    """Tools offered, no call ever, from a server known to drop tools without ``tool_choice``.
+
+    llama.cpp's servers name the model by its ``.gguf`` file; llama-cpp-python's function-calling
+    handler leaves the tools out of the prompt unless ``tool_choice`` is sent, and the model then
+    answers from nothing.
+    """
+    offered = [event for event in run if isinstance(event, ModelRequested) and event.tools]
+    if not offered or any(isinstance(event, ToolProposed) for event in run):
+        return []
+    served = [
+        event
+        for event in run
+        if isinstance(event, ModelResponded) and (event.model or "").lower().endswith(".gguf")
+    ]
+    if not served:
+        return []
+    message = (
+        f"tools were offered in {len(offered)} request(s) but no tool call ever came from a "
+        "llama.cpp server, which leaves tools out of the prompt unless tool_choice is sent: "
+        "set OWNLOOP_COMPAT=llamacpp (or ModelSettings.tool_choice)"
+    )
+    return [_found("tools_ignored", "warning", message, offered[0], served[0])]
 
 
 def _rejections(run: Sequence[EventBase]) -> list[Finding]:

@@ -1,0 +1,257 @@
+"""The ``llamacpp`` profile and ``ModelSettings.tool_choice``: each switch, on the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ownloop.contracts import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from ownloop.exceptions import PermanentModelError, TransientModelError
+from ownloop.models import (
+    PROFILES,
+    OpenAIChatModel,
+    OpenAIResponsesModel,
+    listen_to_text_deltas,
+)
+from ownloop.models._compat import resolve_profile
+from ownloop.models._fold import fold_tool_results
+
+from .openai_server import Reply, ask, json_reply, play, request_schema_errors, sse, stream_reply
+
+CALLS = (
+    ToolCall(id="c1", name="weather", arguments={"city": "Paris"}),
+    ToolCall(id="c2", name="weather", arguments=None),
+)
+TOOL_TURN = (
+    SystemMessage(content="Be brief."),
+    UserMessage(content="Weather in Paris?"),
+    AssistantMessage(content="Looking.", tool_calls=CALLS),
+    ToolMessage(call_id="c1", name="weather", content="sunny"),
+    ToolMessage(call_id="c2", name="weather", content="error: city required"),
+)
+
+
+def answer(text: str = "ok", **extra: Any) -> Reply:
+    """A whole chat completion with text (and no usage unless given)."""
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": "stop",
+    }
+    return json_reply({"id": "x", "model": "m", "choices": [choice], **extra})
+
+
+def sent(reply: Reply, request: Any, adapter: Any = OpenAIChatModel, **options: Any) -> Any:
+    """One exchange: the outcome and the body the server received (schema-checked)."""
+    (outcome,), received = play(adapter, [reply], [request], **options)
+    assert request_schema_errors(received[0]) == []
+    return outcome, received[0].body
+
+
+def test_the_llamacpp_profile_is_chosen_by_name_and_sends_what_the_server_takes() -> None:
+    """OWNLOOP_COMPAT=llamacpp: tool_choice auto, max_tokens, no strict, no stream_options."""
+    assert resolve_profile("LlamaCpp") is PROFILES["llamacpp"]
+    request = ask("Weather in Paris?", max_output_tokens=7, parallel_tool_calls=True)
+    _, body = sent(answer(), request, compat="llamacpp")
+    assert body["tool_choice"] == "auto"
+    assert body["max_tokens"] == 7
+    assert "strict" not in body["tools"][0]["function"]
+    assert not {"max_completion_tokens", "stream_options", "parallel_tool_calls"} & set(body)
+
+
+@pytest.mark.parametrize(
+    ("compat", "chosen", "expected"),
+    [
+        ("openai", None, None),
+        ("openai", "required", "required"),
+        ("openai", "none", "none"),
+        ("openai", "weather", {"type": "function", "function": {"name": "weather"}}),
+        ("llamacpp", None, "auto"),
+        ("llamacpp", "required", "auto"),
+        ("llamacpp", "none", "none"),
+    ],
+)
+def test_tool_choice_is_sent_as_the_settings_and_profile_say(
+    compat: str, chosen: str | None, expected: Any
+) -> None:
+    """The setting wins; without it only a profile needing it sends auto; required degrades."""
+    _, body = sent(answer(), ask("hi", tool_choice=chosen), compat=compat)
+    assert body.get("tool_choice") == expected
+
+
+def test_tool_choice_is_never_sent_without_tools() -> None:
+    """No tools offered: no tool_choice, whatever the setting."""
+    _, body = sent(answer(), ask("hi", tools=(), tool_choice="required"), compat="llamacpp")
+    assert "tools" not in body
+    assert "tool_choice" not in body
+
+
+@pytest.mark.parametrize(
+    ("chosen", "expected"),
+    [("auto", "auto"), ("weather", {"type": "function", "name": "weather"})],
+)
+def test_the_responses_api_sends_tool_choice_in_its_own_shape(chosen: str, expected: Any) -> None:
+    """Responses names a function at the top level of its tool_choice."""
+    reply = json_reply(
+        {
+            "id": "r",
+            "model": "m",
+            "output": [
+                {"type": "message", "content": [{"type": "output_text", "text": "ok"}]},
+            ],
+        }
+    )
+    _, body = sent(reply, ask("hi", tool_choice=chosen), OpenAIResponsesModel)
+    assert body["tool_choice"] == expected
+
+
+def test_tool_results_at_the_end_are_folded_into_one_user_turn_without_tools() -> None:
+    """The template drops tool messages: the calls and results become facts, tools withheld."""
+    _, body = sent(answer(), ask(*TOOL_TURN, stream=True), compat="llamacpp")
+    roles = [m["role"] for m in body["messages"]]
+    assert roles == ["system", "user", "assistant", "user"]
+    assert body["messages"][2] == {"role": "assistant", "content": "Looking."}
+    facts = body["messages"][3]["content"]
+    assert '- weather({"city": "Paris"}) returned: sunny' in facts
+    assert "- weather({}) returned: error: city required" in facts
+    assert not {"tools", "tool_choice"} & set(body)
+    assert body["stream"] is True  # no tools offered: streaming is allowed again
+
+
+def test_earlier_tool_exchanges_are_folded_but_tools_are_offered_after_a_new_user_turn() -> None:
+    """A new question after a tool exchange: history folded, tools offered again."""
+    _, body = sent(answer(), ask(*TOOL_TURN, "And in Rome?"), compat="llamacpp")
+    assert [m["role"] for m in body["messages"]] == ["system", "user", "assistant", "user", "user"]
+    assert body["tool_choice"] == "auto"
+    assert all(m["role"] != "tool" for m in body["messages"])
+
+
+def test_other_profiles_send_tool_messages_unchanged() -> None:
+    """Folding is the llamacpp profile's switch only."""
+    _, body = sent(answer(), ask(*TOOL_TURN), compat="compatible")
+    assert [m["role"] for m in body["messages"]][-2:] == ["tool", "tool"]
+
+
+_TEXT = st.text(min_size=1, max_size=20)
+_ID = st.text(alphabet="abcdef0123456789", min_size=1, max_size=6)
+
+
+@st.composite
+def _conversations(draw: st.DrawFn) -> list[Message]:
+    messages: list[Message] = [UserMessage(content=draw(_TEXT))]
+    for _ in range(draw(st.integers(0, 4))):
+        ids = draw(st.lists(_ID, min_size=1, max_size=3, unique=True))
+        calls = tuple(ToolCall(id=i, name="t", arguments={"v": draw(_TEXT)}) for i in ids)
+        messages.append(AssistantMessage(content=draw(st.none() | _TEXT), tool_calls=calls))
+        messages.extend(ToolMessage(call_id=i, name="t", content=draw(_TEXT)) for i in ids)
+        if draw(st.booleans()):
+            messages.append(UserMessage(content=draw(_TEXT)))
+    return messages
+
+
+@given(_conversations())
+def test_folding_keeps_every_result_and_leaves_no_tool_turns(messages: list[Message]) -> None:
+    """Every tool result reaches the model as text; no tool message or call-only turn remains."""
+    folded = fold_tool_results(messages)
+    text = "\n".join(m.content or "" for m in folded if not isinstance(m, ToolMessage))
+    for message in messages:
+        if isinstance(message, ToolMessage):
+            assert f"returned: {message.content}" in text
+    assert not any(isinstance(m, ToolMessage) for m in folded)
+    assert not any(isinstance(m, AssistantMessage) and m.tool_calls for m in folded)
+    users = [m for m in messages if isinstance(m, UserMessage)]
+    assert [m for m in folded if m in users] == users
+
+
+def test_a_streamed_request_with_tools_is_sent_whole_and_replayed_to_listeners() -> None:
+    """Streaming with tools is not supported by the server: sent whole, text still delivered."""
+    deltas: list[str] = []
+    with listen_to_text_deltas(deltas.append):
+        outcome, body = sent(answer("Paris is sunny."), ask("hi", stream=True), compat="llamacpp")
+    assert "stream" not in body
+    assert outcome.final_output == "Paris is sunny."
+    assert deltas == ["Paris is sunny."]
+
+
+def test_a_stream_without_usage_is_counted_by_estimate() -> None:
+    """A streamed reply that reports no usage is estimated, not counted as zero."""
+    events = sse(
+        {"choices": [{"index": 0, "delta": {"content": "abcdefgh"}, "finish_reason": "stop"}]}
+    )
+    outcome, body = sent(stream_reply(events), ask("hi", tools=(), stream=True), compat="llamacpp")
+    assert body["stream"] is True
+    assert outcome.usage.estimated
+    assert outcome.usage.output_tokens == 2
+    assert outcome.usage.input_tokens > 0
+
+
+def test_reported_usage_is_not_marked_estimated() -> None:
+    """When the server reports usage, it is used as reported."""
+    usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    outcome, _ = sent(answer(usage=usage), ask("hi"), compat="llamacpp")
+    assert (outcome.usage.total_tokens, outcome.usage.estimated) == (14, False)
+
+
+def _validation_500() -> Reply:
+    """llama-cpp-python's answer to an assistant message with content null."""
+    detail = (
+        "1 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, "
+        "'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid "
+        "string', 'input': None}"
+    )
+    return json_reply({"error": {"message": detail, "type": "internal_server_error"}}, 500)
+
+
+@pytest.mark.parametrize(
+    ("compat", "hint"),
+    [("openai", "OWNLOOP_COMPAT=llamacpp"), ("llamacpp", "needs something it does not cover")],
+)
+def test_a_500_that_is_a_validation_error_is_permanent_and_names_the_profile(
+    compat: str, hint: str
+) -> None:
+    """Retrying cannot fix a body the server rejects: permanent, and the message says what to do."""
+    (outcome,), received = play(
+        OpenAIChatModel, [_validation_500()] * 3, [ask("hi")], compat=compat
+    )
+    assert isinstance(outcome, PermanentModelError)
+    assert outcome.category == "invalid_request"
+    assert hint in outcome.message
+    assert len(received) == 1
+
+
+def test_a_plain_500_stays_transient() -> None:
+    """A 500 that says nothing about validation is still a server error worth retrying."""
+    reply = json_reply({"error": {"message": "upstream failed"}}, 500)
+    (outcome,), _ = play(OpenAIChatModel, [reply], [ask("hi")], compat="llamacpp")
+    assert isinstance(outcome, TransientModelError)
+    assert outcome.category == "server_error"
+
+
+def test_a_tool_call_sent_whole_for_a_stream_replays_no_text() -> None:
+    """A whole reply proposing a tool gives listeners nothing to show, and the call arrives."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    }
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    reply = json_reply({"id": "x", "model": "m.gguf", "choices": [choice]})
+    deltas: list[str] = []
+    with listen_to_text_deltas(deltas.append):
+        outcome, body = sent(reply, ask("hi", stream=True), compat="llamacpp")
+    assert "stream" not in body
+    assert [call.name for call in outcome.tool_calls] == ["weather"]
+    assert deltas == []
+    assert outcome.usage.estimated
