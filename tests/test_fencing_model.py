@@ -3,12 +3,13 @@
 Each example drives one run through the public API on one store (memory, SQLite, PostgreSQL).
 The model proposes reads, writes, approval-gated writes, unknown tools and invalid arguments, with
 call ids that repeat within a response and are reused across turns. Write tools succeed, fail
-transiently, raise before acting, or act and then raise (unknown effect); a lookup reads the
-external ledger. Between segments the machine crashes a worker at every effect boundary (after a
-checkpoint, an intent, a receipt, inside the write after its effect) and abandons it with its lease
-held, resumes in a fresh `Agent` (after the lease expires on a fake clock, or by take-over),
-resumes concurrently, stalls a worker past its lease while another finishes the run, and submits
-approvals that match, deny, repeat or are misaddressed.
+transiently, raise before acting, act slowly (still in their thread when another worker takes
+the run over), or act and then raise (unknown effect); a lookup reads the external ledger.
+Between segments the machine crashes a worker at every effect boundary (after a checkpoint, an
+intent, a receipt, inside the write after its effect) and abandons it with its lease held,
+resumes in a fresh `Agent` (after the lease expires on a fake clock, or by take-over), resumes
+concurrently, stalls a worker past its lease while another finishes the run, and submits approvals
+that match, deny, repeat or are misaddressed.
 
 After every step: no external effect happened twice (the ledger), no approval-gated effect lacks an
 approval, every journaled receipt belongs to the call that produced it, every result is typed and
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import os
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -66,7 +68,7 @@ from tests.durable_support import fresh_schema, postgres_dsn
 TTL = 30.0
 LIMITS = Limits(max_steps=6, max_tool_calls=12, max_tool_attempts=24, max_repeats=4)
 BASE = int(os.environ.get("OWNLOOP_FENCING_EXAMPLES", "2000"))
-MODES = ("ok", "ok", "transient", "raise", "unknown", "crash")
+MODES = ("ok", "ok", "slow", "transient", "raise", "unknown", "crash")
 IDS = ("c1", "c1", "c2", "dup", "call#1")
 
 
@@ -248,6 +250,8 @@ class FencingMachine(RuleBasedStateMachine):
                 raise TransientToolError("busy")
             if mode == "raise":
                 raise ValueError("refused before acting")
+            if mode == "slow":  # still in its thread when another worker takes the run over
+                time.sleep(0.002)
             machine._effect(tool, nonce, ctx.idempotency_key)
             if mode == "unknown":
                 raise ValueError("acted, then lost the connection")

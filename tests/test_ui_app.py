@@ -363,7 +363,7 @@ def test_live_events_say_when_the_page_is_stale(tmp_path: Path) -> None:
             async with client(app) as http:
                 stale = (await http.get("/runs/r-approve/events", params={"since": "0.0"})).text
                 page = (await http.get("/runs/r-approve")).text
-                since = re.search(r"events\?since=([0-9.]+)", page)
+                since = re.search(r"events\?since=([^\"&]+)", page)
                 assert since is not None
                 waiting_for_change = asyncio.create_task(
                     http.get("/runs/r-approve/events", params={"since": since.group(1)})
@@ -383,6 +383,47 @@ def test_live_events_say_when_the_page_is_stale(tmp_path: Path) -> None:
     assert "event: changed\ndata: " in changed
     assert ": still here" in changed  # a quiet stream is kept alive
     assert list_ok
+
+
+def test_a_page_rendered_while_resuming_reloads_when_the_resume_ends(tmp_path: Path) -> None:
+    """A page rendered after the run's last save, before its resume returned, still updates."""
+
+    async def scenario() -> tuple[str, bool, str]:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            await pause(store, {"r-approve": RUNS["r-approve"]})
+            agent, release = refund_agent(store, []), asyncio.Event()
+
+            async def resume(run_id: str) -> Any:
+                result = await agent.resume(run_id)
+                await release.wait()  # stored as finished; the resume has not returned yet
+                return result
+
+            app = create_app(store, approver="alice", token=TOKEN, resume=resume, poll_s=0.02)
+            request_id, digest = await waiting(store, "r-approve")
+            async with client(app) as http:
+                await http.post(
+                    f"/runs/r-approve/requests/{request_id}", data=form(app, digest, "approve")
+                )
+                stored = await store.get("r-approve")
+                while stored is None or stored.snapshot.state != "finished":
+                    await asyncio.sleep(0.01)
+                    stored = await store.get("r-approve")
+                page = (await http.get("/runs/r-approve")).text
+                since = re.search(r"events\?since=([^\"&]+)", page)
+                assert since is not None
+                pending = asyncio.create_task(
+                    http.get("/runs/r-approve/events", params={"since": since.group(1)})
+                )
+                await asyncio.sleep(0.2)
+                waited = not pending.done()
+                release.set()
+                changed = (await asyncio.wait_for(pending, 10)).text
+            return page, waited, changed
+
+    page, waited, changed = asyncio.run(scenario())
+    assert 'id="resuming"' in page
+    assert waited  # nothing changed yet: no reload
+    assert "event: changed" in changed  # the resume ended: the page reloads without the notice
 
 
 def test_a_resume_that_fails_is_reported_and_shutdown_cancels_resumes(tmp_path: Path) -> None:

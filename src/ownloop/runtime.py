@@ -49,7 +49,7 @@ from ownloop.loop import (
 )
 from ownloop.models import AgentModel
 from ownloop.store import RunStore
-from ownloop.tools import call_in_thread
+from ownloop.tools import call_in_thread, write_settled
 
 __all__ = ["Approver", "Driver", "RevisionSource", "RunSession"]
 
@@ -70,6 +70,16 @@ async def _call(function: Callable[..., Any], *args: Any) -> Any:
         return await function(*args)
     value = await call_in_thread(function, *args)
     return await value if inspect.isawaitable(value) else value
+
+
+async def _lookup(lookup: Callable[..., Any], effect: Reconcile) -> Any:
+    """Ask a write's reconcile lookup, once no attempt of that write still runs in this process.
+
+    An attempt this process stopped waiting for (a take-over, the deadline) may still be about to
+    take effect; asking before it ends could answer "not applied" and let the write run twice.
+    """
+    await write_settled(effect.context.idempotency_key)
+    return await _call(lookup, effect.call.arguments, effect.context)
 
 
 class RunSession:
@@ -248,9 +258,7 @@ class Driver:
             lookup = effect.call.tool.reconcile
             if lookup is None:
                 return ToolReturn(None)
-            return await self._guarded(
-                _call(lookup, effect.call.arguments, effect.context), "the reconcile lookup"
-            )
+            return await self._guarded(_lookup(lookup, effect), "the reconcile lookup")
         if isinstance(effect, Sleep):
             await self._clock.sleep(effect.seconds)
         return None  # durable records are the session's (see drive)

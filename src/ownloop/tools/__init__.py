@@ -12,6 +12,7 @@ from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
 from ownloop.tools._calculator import calculate
 from ownloop.tools._context import Sensitive, ToolContext
 from ownloop.tools._external import ArgumentCheck, ExternalHandler, ExternalTool
+from ownloop.tools._inflight import write_settled, write_started
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
 from ownloop.tools._reconcile import (
     Confirmed,
@@ -23,7 +24,7 @@ from ownloop.tools._reconcile import (
 from ownloop.tools._registry import ToolRegistry
 from ownloop.tools._schema import STRICT_KEYWORDS
 from ownloop.tools._serialize import render_observation, to_jsonable
-from ownloop.tools._threads import call_in_thread
+from ownloop.tools._threads import call_in_thread, start_in_thread
 from ownloop.tools._tool import RegisteredTool
 
 __all__ = [
@@ -47,5 +48,8 @@ __all__ = [
     "calculate",
     "call_in_thread",
     "render_observation",
+    "start_in_thread",
     "to_jsonable",
+    "write_settled",
+    "write_started",
 ]

@@ -24,6 +24,7 @@ from ownloop.tools._arguments import (
     restore_defaults,
 )
 from ownloop.tools._context import ToolContext
+from ownloop.tools._inflight import write_settled, write_started
 from ownloop.tools._outcomes import ToolRejection, ValidatedCall
 from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._tool import RegisteredTool, _digest, _sort_keys
@@ -134,7 +135,12 @@ class ExternalTool(RegisteredTool):
         Returns:
             Whatever the handler returns (a `Receipt` is kept as the call's receipt).
         """
-        return await self.function(dict(arguments), context)
+        await write_settled(context.idempotency_key)  # an earlier attempt of this write has ended
+        end = write_started(context.idempotency_key)
+        try:
+            return await self.function(dict(arguments), context)
+        finally:
+            end()
 
     def __repr__(self) -> str:
         spec = self.spec

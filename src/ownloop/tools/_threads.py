@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["IDLE_S", "call_in_thread"]
+__all__ = ["IDLE_S", "call_in_thread", "start_in_thread"]
 
 IDLE_S = 10.0
 """Seconds a finished worker thread waits for another call before it ends."""
@@ -78,11 +78,15 @@ _workers = _Workers()
 os.register_at_fork(after_in_child=_workers.reset)
 
 
-async def call_in_thread(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-    """Call ``function(*args, **kwargs)`` in a (reused) daemon thread and await its result.
+def start_in_thread(
+    function: Callable[..., Any], /, *args: Any, **kwargs: Any
+) -> asyncio.Future[Any]:
+    """Start ``function(*args, **kwargs)`` in a (reused) daemon thread now; return its future.
 
-    The caller's context variables are copied into the thread, as ``asyncio.to_thread`` does.
-    Cancelling the await abandons the thread (see the module docstring).
+    The thread is handed the call before this returns, so the call runs even if nobody ever awaits
+    the future. The caller's context variables are copied into the thread, as ``asyncio.to_thread``
+    does. Cancelling the future abandons the thread (see the module docstring): its outcome is
+    dropped.
 
     Args:
         function: The synchronous callable.
@@ -90,10 +94,7 @@ async def call_in_thread(function: Callable[..., Any], /, *args: Any, **kwargs: 
         **kwargs: Its keyword arguments.
 
     Returns:
-        What the callable returned.
-
-    Raises:
-        Exception: Whatever the callable raised.
+        A future of the running loop, settled with what the callable returned or raised.
     """
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
@@ -119,4 +120,24 @@ async def call_in_thread(function: Callable[..., Any], /, *args: Any, **kwargs: 
             loop.call_soon_threadsafe(settle, error, value)
 
     _workers.submit(work)
-    return await future
+    return future
+
+
+async def call_in_thread(function: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    """Call ``function(*args, **kwargs)`` in a (reused) daemon thread and await its result.
+
+    The caller's context variables are copied into the thread, as ``asyncio.to_thread`` does.
+    Cancelling the await abandons the thread (see the module docstring).
+
+    Args:
+        function: The synchronous callable.
+        *args: Its positional arguments.
+        **kwargs: Its keyword arguments.
+
+    Returns:
+        What the callable returned.
+
+    Raises:
+        Exception: Whatever the callable raised.
+    """
+    return await start_in_thread(function, *args, **kwargs)

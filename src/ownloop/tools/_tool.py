@@ -28,6 +28,7 @@ from ownloop.tools._arguments import (
 )
 from ownloop.tools._context import ToolContext
 from ownloop.tools._docstrings import parse_docstring
+from ownloop.tools._inflight import write_settled, write_started
 from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
 from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._schema import plain_schema, strict_schema
@@ -39,7 +40,7 @@ from ownloop.tools._signature import (
     build_arguments_model,
     definition_error,
 )
-from ownloop.tools._threads import call_in_thread
+from ownloop.tools._threads import start_in_thread
 
 __all__ = ["RegisteredTool", "build_tool"]
 
@@ -132,10 +133,12 @@ class RegisteredTool:
         """Call the function with validated arguments, injecting ``context``.
 
         An async function is awaited under ``asyncio.wait_for`` (a timeout cancels it). A sync
-        function runs in a daemon thread (`call_in_thread`), so that a timeout, or
+        function runs in a daemon thread (`start_in_thread`), so that a timeout, or
         the run's deadline, stops the wait at once: the thread cannot be stopped, so it is
         abandoned — it keeps running in the background and nothing waits for it, not even
-        ``asyncio.run`` at shutdown.
+        ``asyncio.run`` at shutdown. A write (a context with an idempotency key) first waits for
+        any attempt of the same key still running in this process, abandoned ones included
+        (see `ownloop.tools._inflight`), so one write never runs twice at once.
 
         Args:
             arguments: ``ValidatedCall.arguments``.
@@ -152,10 +155,16 @@ class RegisteredTool:
         kwargs = dict(arguments)
         kwargs.update(dict.fromkeys(self._shape.context_names, context))
         timeout = self.spec.timeout_s
+        await write_settled(context.idempotency_key)  # an earlier attempt of this write has ended
+        end = write_started(context.idempotency_key)
         if self.is_async:
-            result = await asyncio.wait_for(self.function(**kwargs), timeout)
-        else:
-            result = await asyncio.wait_for(call_in_thread(self.function, **kwargs), timeout)
+            try:
+                result = await asyncio.wait_for(self.function(**kwargs), timeout)
+            finally:
+                end()  # the coroutine has unwound, even when cancelled
+        else:  # the attempt ends when its thread returns, which may be after we stop waiting
+            running = start_in_thread(_ending(self.function, end), **kwargs)
+            result = await asyncio.wait_for(running, timeout)
         if inspect.iscoroutine(result):
             return self._forgotten_await(result, context)
         if isinstance(result, Receipt):  # its data is the handler's: make it storable
@@ -191,6 +200,18 @@ class RegisteredTool:
             f"parameters={list(self.parameter_names)!r}, is_async={self.is_async}, "
             f"strict={spec.strict})"
         )
+
+
+def _ending(function: Callable[..., Any], end: Callable[[], None]) -> Callable[..., Any]:
+    """Wrap a sync handler so that ``end()`` runs in its thread once it returns or raises."""
+
+    def run(**kwargs: Any) -> Any:
+        try:
+            return function(**kwargs)
+        finally:
+            end()
+
+    return run
 
 
 def build_tool(

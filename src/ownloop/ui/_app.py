@@ -200,7 +200,7 @@ class _Pages:
             page = await run_page(self._app.store, run_id, self._app.redactor)
         except RunNotFound:
             return self._render("missing.html", status=404, run_id=run_id)
-        fingerprint = await run_fingerprint(self._app.store, run_id)
+        fingerprint = await run_fingerprint(self._app.store, run_id, self._local(run_id))
         return self._render(
             "run.html",
             page=page,
@@ -211,7 +211,14 @@ class _Pages:
         )
 
     async def run_events(self, request: Request) -> Response:
-        return live_run(request, self._app.store, self._app.poll_s, self._app.heartbeat_s)
+        app = self._app
+        return live_run(request, app.store, app.poll_s, app.heartbeat_s, self._local)
+
+    def _local(self, run_id: str) -> str:
+        """This process's part of a run page: a resume in progress, or the outcome of one."""
+        if run_id in self._app.resuming:
+            return "resuming"
+        return "resumed" if run_id in self._app.outcomes else ""
 
     async def list_events(self, request: Request) -> Response:
         return live_list(request, self._app.store, self._app.poll_s, self._app.heartbeat_s)

@@ -23,16 +23,19 @@ __all__ = ["list_fingerprint", "live_list", "live_run", "run_fingerprint"]
 _HEARTBEAT_S = 15.0
 
 
-async def run_fingerprint(store: RunStore, run_id: str) -> str:
+async def run_fingerprint(store: RunStore, run_id: str, local: str = "") -> str:
     """Return what identifies the run page's content: the snapshot version and decisions.
 
     Args:
         store: The store.
         run_id: The run.
+        local: What this process alone knows and the page shows (a resume it runs, its outcome):
+            a page rendered while resuming reloads when the resume ends, even if the store had
+            already reached its final version when the page was rendered.
     """
     stored = await store.get(run_id)
     version = stored.version if stored else 0
-    return f"{version}.{len(await store.submitted_approvals(run_id))}"
+    return f"{version}.{len(await store.submitted_approvals(run_id))}.{local}"
 
 
 async def list_fingerprint(store: RunStore) -> str:
@@ -47,7 +50,11 @@ async def list_fingerprint(store: RunStore) -> str:
 
 
 def live_run(
-    request: Request, store: RunStore, poll_s: float, heartbeat_s: float = _HEARTBEAT_S
+    request: Request,
+    store: RunStore,
+    poll_s: float,
+    heartbeat_s: float = _HEARTBEAT_S,
+    local: Callable[[str], str] = lambda run_id: "",
 ) -> StreamingResponse:
     """Answer a run page's event stream.
 
@@ -56,9 +63,12 @@ def live_run(
         store: The store.
         poll_s: Seconds between checks.
         heartbeat_s: Seconds of quiet after which a comment line is sent.
+        local: This process's own state of a run, by run id (see `run_fingerprint`).
     """
     run_id = request.path_params["run_id"]
-    return _stream(request, lambda: run_fingerprint(store, run_id), poll_s, heartbeat_s)
+    return _stream(
+        request, lambda: run_fingerprint(store, run_id, local(run_id)), poll_s, heartbeat_s
+    )
 
 
 def live_list(
