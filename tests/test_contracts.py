@@ -190,6 +190,7 @@ MODEL_RESPONSE = ModelResponse(
     provider_items=({"type": "reasoning"},),
     time_to_first_token_s=0.25,
     provider_requests=2,
+    notes=("tools_ignored: no tool_choice sent",),
 )
 VERSIONS = Versions(
     ownloop="0.1.0", python="3.11.7", sdk="1.99.0", model="gpt-test", policy_digest=DIGEST
@@ -227,6 +228,7 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "duration_s": 0.75,
         "time_to_first_token_s": 0.25,
         "provider_requests": 2,
+        "notes": ["tools_ignored: no tool_choice sent"],
     },
     {
         "kind": "model_failed",

@@ -255,3 +255,45 @@ def test_a_tool_call_sent_whole_for_a_stream_replays_no_text() -> None:
     assert [call.name for call in outcome.tool_calls] == ["weather"]
     assert deltas == []
     assert outcome.usage.estimated
+
+
+@pytest.mark.parametrize(
+    ("compat", "model", "noted"),
+    [
+        ("openai", "/models/SmolLM2-135M-Instruct.Q4_1.gguf", True),
+        ("openai", "gpt-4.1-mini", False),
+        ("llamacpp", "/models/SmolLM2-135M-Instruct.Q4_1.gguf", False),
+    ],
+)
+def test_a_gguf_server_sent_tools_without_tool_choice_is_noted_in_the_response(
+    compat: str, model: str, noted: bool
+) -> None:
+    """No tool_choice, a .gguf model, no call back: the response (and trace) carries a note."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": "30"}, "finish_reason": "stop"}
+    outcome, body = sent(
+        json_reply({"id": "x", "model": model, "choices": [choice]}), ask("17 + 25?"), compat=compat
+    )
+    assert ("tool_choice" in body) is (compat == "llamacpp")
+    assert bool(outcome.notes) is noted
+    if noted:
+        assert outcome.notes[0].startswith("tools_ignored:")
+        assert "OWNLOOP_COMPAT=llamacpp" in outcome.notes[0]
+
+
+def test_a_gguf_server_that_calls_a_tool_or_offered_none_gets_no_note() -> None:
+    """A tool call came back, or no tools were offered: nothing was ignored."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+        ],
+    }
+    called = {"index": 0, "message": message, "finish_reason": "tool_calls"}
+    outcome, _ = sent(json_reply({"id": "x", "model": "m.gguf", "choices": [called]}), ask("hi"))
+    assert outcome.notes == ()
+    plain = {"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}
+    reply = json_reply({"id": "x", "model": "m.gguf", "choices": [plain]})
+    outcome, body = sent(reply, ask("hi", tools=()))
+    assert "tools" not in body
+    assert outcome.notes == ()

@@ -250,3 +250,11 @@ def test_a_run_offering_no_tools_is_never_flagged_as_ignoring_them() -> None:
     answer = final("done").model_copy(update={"model": "m.gguf"})
     result = Agent(ScriptedModel([answer]), ToolRegistry(), clock=FakeClock()).run_sync("q")
     assert "tools_ignored" not in _codes(diagnose(result.trace))
+
+
+def test_an_adapters_note_about_the_exchange_is_recorded_in_the_trace() -> None:
+    """A response's notes (say, tools the server never showed) appear in its model_responded."""
+    answer = final("30").model_copy(update={"notes": ("tools_ignored: no tool_choice sent",)})
+    result = _run([answer])
+    (responded,) = [event for event in result.trace if event.kind == "model_responded"]
+    assert responded.notes == ("tools_ignored: no tool_choice sent",)

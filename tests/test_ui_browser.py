@@ -103,6 +103,7 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
         page.wait_for_url(f"{server.base}/runs/refund-approve")
         expect(page.locator("#resuming")).to_be_visible()  # the model answers after 1 s
         expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
+        expect(page.locator("#resuming")).to_have_count(0, timeout=20_000)  # the resume ended
         # nobody navigated: the page reloaded itself when the stored run changed
         assert loads.count(f"{server.base}/runs/refund-approve") >= 2
         expect(page.locator("pre.output")).to_contain_text(SCRIPT)
@@ -118,6 +119,7 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
         deny.locator("button.deny").click()
         page.wait_for_url(f"{server.base}/runs/refund-deny")
         expect(page.locator("#run-status")).to_have_text("failed", timeout=20_000)
+        expect(page.locator("#resuming")).to_have_count(0, timeout=20_000)  # no reload pending
         expect(page.locator("ul.decisions")).to_contain_text("denied by alice")
         assert server.ledger == ["o-1:500"]
 

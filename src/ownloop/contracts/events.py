@@ -114,6 +114,7 @@ class ModelResponded(EventBase):
         duration_s: How long the call took.
         time_to_first_token_s: Seconds until the first streamed token, when streamed.
         provider_requests: Requests the adapter sent for this response (re-asks included).
+        notes: What the adapter noticed about the exchange (`ModelResponse.notes`).
     """
 
     kind: Literal["model_responded"] = "model_responded"
@@ -128,6 +129,7 @@ class ModelResponded(EventBase):
     duration_s: float = Field(ge=0)
     time_to_first_token_s: float | None = Field(default=None, ge=0)
     provider_requests: int = Field(default=1, ge=1)
+    notes: tuple[str, ...] = ()
 
 
 class ModelFailed(EventBase):

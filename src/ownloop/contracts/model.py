@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import Field
 
 from ownloop.contracts._base import Identifier, JsonValue, NonNegativeInt, Record
@@ -90,6 +92,9 @@ class ModelResponse(Record):
         provider_requests: Requests the adapter sent to produce this response (more than one
             when it re-asked, e.g. a text ReAct model rewriting an unparseable reply); each
             counts against the run's model attempts.
+        notes: What the adapter noticed about the exchange that a reader of the trace should
+            know (for example that the server probably never showed the offered tools to the
+            model); recorded in the ``model_responded`` event.
     """
 
     final_output: str | None = None
@@ -101,3 +106,4 @@ class ModelResponse(Record):
     provider_items: tuple[JsonValue, ...] = ()
     time_to_first_token_s: float | None = Field(default=None, ge=0)
     provider_requests: int = Field(default=1, ge=1, le=100)
+    notes: tuple[Annotated[str, Field(max_length=1024)], ...] = Field(default=(), max_length=8)

@@ -278,6 +278,7 @@ def _record_response(
         duration_s=max(duration_s, 0.0),
         time_to_first_token_s=response.time_to_first_token_s,
         provider_requests=requests,
+        notes=response.notes,
     )
     state.messages.append(
         AssistantMessage(

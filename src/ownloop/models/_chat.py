@@ -47,10 +47,28 @@ class OpenAIChatModel(OpenAIAdapter):
         turn, request_id, ttft = await self._exchange("chat", body, parse)
         if request.settings.stream and not body.get("stream") and turn.text:
             report_text_delta(turn.text)  # sent whole (the profile's stream_with_tools): replay
-        return to_model_response(
+        response = to_model_response(
             turn,
             request,
             fallback_model=self.model_name,
             request_id=request_id,
             time_to_first_token_s=ttft,
         )
+        if _tools_unseen(body, response):
+            response = response.model_copy(update={"notes": (TOOLS_UNSEEN,)})
+        return response
+
+
+TOOLS_UNSEEN = (
+    "tools_ignored: tools were offered without tool_choice to a llama.cpp server (the model is "
+    "a .gguf file) and no tool call came back; llama-cpp-python's server leaves tools out of the "
+    "prompt unless tool_choice is sent: set OWNLOOP_COMPAT=llamacpp (or ModelSettings.tool_choice)"
+)
+"""The note a response gets when a llama.cpp server probably never showed the model the tools."""
+
+
+def _tools_unseen(body: dict[str, Any], response: ModelResponse) -> bool:
+    """Tools offered without ``tool_choice`` to a ``.gguf`` model, and no tool call came back."""
+    model = (response.model or "").lower()
+    offered = "tools" in body and "tool_choice" not in body
+    return offered and not response.tool_calls and model.endswith(".gguf")
