@@ -269,7 +269,11 @@ def test_a_gguf_server_sent_tools_without_tool_choice_is_noted_in_the_response(
     compat: str, model: str, noted: bool
 ) -> None:
     """No tool_choice, a .gguf model, no call back: the response (and trace) carries a note."""
-    choice = {"index": 0, "message": {"role": "assistant", "content": "30"}, "finish_reason": "stop"}
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": "30"},
+        "finish_reason": "stop",
+    }
     outcome, body = sent(
         json_reply({"id": "x", "model": model, "choices": [choice]}), ask("17 + 25?"), compat=compat
     )
