@@ -181,3 +181,27 @@ def test_an_external_write_cancelled_mid_call_is_settled_once_it_unwinds() -> No
         assert ctx.idempotency_key is None
 
     asyncio.run(scenario())
+
+
+def test_a_key_is_settled_only_once_every_attempt_of_it_has_ended() -> None:
+    """Two attempts in flight: waiting ends only after both; ending one twice changes nothing."""
+
+    async def scenario() -> list[str]:
+        seen: list[str] = []
+        first, second = write_started("k4"), write_started("k4")
+
+        async def wait() -> None:
+            await write_settled("k4")
+            seen.append("settled")
+
+        waiter = asyncio.create_task(wait())
+        first()
+        first()  # ending an attempt again is harmless
+        await asyncio.sleep(0.05)
+        seen.append("one ended")
+        second()
+        await waiter
+        await write_settled("k4")  # nothing in flight any more: returns at once
+        return seen
+
+    assert asyncio.run(scenario()) == ["one ended", "settled"]
