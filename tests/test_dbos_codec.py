@@ -7,12 +7,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from ownloop.contracts import Approval, Receipt
+from ownloop.budgets import BudgetBreach
+from ownloop.contracts import Approval, Receipt, StopReason, TokenUsage
 from ownloop.dbos import StepClock, StepError
 from ownloop.dbos._codec import decode_outcome, encode_outcome
 from ownloop.exceptions import (
     PermanentModelError,
     ProviderError,
+    SendRefused,
     TransientModelError,
     TransientToolError,
     UnknownEffectError,
@@ -79,6 +81,26 @@ def test_failures_rebuild_equivalent_exceptions(error: Exception) -> None:
     if isinstance(error, TransientToolError):
         assert isinstance(rebuilt, TransientToolError)
         assert rebuilt.retry_after == error.retry_after
+
+
+def test_a_refused_send_comes_back_with_its_breach_usage_and_count() -> None:
+    """A budget's refusal of a re-ask survives the step: the run ends for the budget, not error."""
+    breach = BudgetBreach(
+        budget="max_total_tokens",
+        limit=100,
+        observed=140,
+        checkpoint="before_reask",
+        stop_reason=StopReason.MAX_TOTAL_TOKENS,
+        upcoming=40,
+    )
+    usage = TokenUsage(input_tokens=60, output_tokens=40)
+    error = SendRefused(breach.describe(), breach=breach, usage=usage, sent=2)
+    outcome = roundtrip(Failure(error))
+    assert isinstance(outcome, Failure)
+    rebuilt = outcome.error
+    assert isinstance(rebuilt, SendRefused)
+    assert (rebuilt.breach, rebuilt.usage, rebuilt.sent) == (breach, usage, 2)
+    assert str(rebuilt) == str(error)
 
 
 def test_unknown_failures_keep_type_name_and_message() -> None:

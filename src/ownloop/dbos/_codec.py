@@ -7,14 +7,17 @@ exception and a replay gives the core exactly what the first execution gave it.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, cast
 
 from ownloop._text import clean_json, clean_text, safe_str
-from ownloop.contracts import Approval, ModelResponse, Receipt
+from ownloop.budgets import BudgetBreach
+from ownloop.contracts import Approval, ModelResponse, Receipt, StopReason, TokenUsage
 from ownloop.exceptions import (
     PermanentModelError,
     ProviderError,
     ProviderErrorCategory,
+    SendRefused,
     TransientModelError,
     TransientToolError,
     UnknownEffectError,
@@ -55,6 +58,12 @@ def encode_error(error: BaseException) -> Json:
         encoded.update({name: getattr(error, name) for name in _PROVIDER_FIELDS})
     elif isinstance(error, TransientToolError):
         encoded["retry_after"] = error.retry_after
+    elif isinstance(error, SendRefused):  # the core ends the run with the breach, not an error
+        encoded["refused"] = {
+            "breach": dataclasses.asdict(error.breach),
+            "usage": error.usage.model_dump(mode="json"),
+            "sent": error.sent,
+        }
     return encoded
 
 
@@ -64,19 +73,14 @@ def decode_error(encoded: Json) -> BaseException:
     if kind in ("TransientModelError", "PermanentModelError", "ProviderError") or (
         "category" in encoded
     ):
-        fields = {name: encoded.get(name) for name in _PROVIDER_FIELDS}
-        category = cast(ProviderErrorCategory, fields.pop("category") or "unknown")
-        retryable = bool(fields.pop("retryable"))
-        if kind == "TransientModelError":
-            return TransientModelError(message, category=category, **fields)
-        if kind == "PermanentModelError":
-            return PermanentModelError(message, category=category, **fields)
-        return ProviderError(message, category=category, retryable=retryable, **fields)
+        return _provider_error(kind, message, encoded)
     if kind == "TransientToolError":
         retry_after = encoded.get("retry_after")
         return TransientToolError(
             message, retry_after=None if retry_after is None else float(retry_after)
         )
+    if kind == "SendRefused" and isinstance(encoded.get("refused"), dict):
+        return _refused(message, cast(Json, encoded["refused"]))
     simple: dict[str, type[Exception]] = {
         "UnknownEffectError": UnknownEffectError,
         "TimeoutError": TimeoutError,
@@ -85,6 +89,30 @@ def decode_error(encoded: Json) -> BaseException:
     if kind in simple:
         return simple[kind](message)
     return StepError(kind, message)
+
+
+def _provider_error(kind: str, message: str, encoded: Json) -> ProviderError:
+    """Rebuild a provider error of the encoded class, with the fields the core reads."""
+    fields = {name: encoded.get(name) for name in _PROVIDER_FIELDS}
+    category = cast(ProviderErrorCategory, fields.pop("category") or "unknown")
+    retryable = bool(fields.pop("retryable"))
+    if kind == "TransientModelError":
+        return TransientModelError(message, category=category, **fields)
+    if kind == "PermanentModelError":
+        return PermanentModelError(message, category=category, **fields)
+    return ProviderError(message, category=category, retryable=retryable, **fields)
+
+
+def _refused(message: str, refused: Json) -> SendRefused:
+    """Rebuild a budget's refusal of a re-ask: its breach, the answered usage, the count sent."""
+    breach = dict(cast(Json, refused["breach"]))
+    breach["stop_reason"] = StopReason(breach["stop_reason"])
+    return SendRefused(
+        message,
+        breach=BudgetBreach(**breach),
+        usage=TokenUsage.model_validate(refused["usage"]),
+        sent=int(refused["sent"]),
+    )
 
 
 def encode_outcome(outcome: Outcome) -> Json:
