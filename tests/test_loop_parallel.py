@@ -31,6 +31,7 @@ class Gauge:
         self.running = 0
         self.peak = 0
         self.log: list[str] = []
+        self.cancelled: list[str] = []
         self._lock = threading.Lock()
 
     def enter(self, name: str) -> None:
@@ -95,6 +96,9 @@ def barrier_registry(gauge: Gauge, together: int) -> ToolRegistry:
             everyone.set()
         try:
             await asyncio.wait_for(everyone.wait(), timeout=10)
+        except asyncio.CancelledError:
+            gauge.cancelled.append(key)
+            raise
         finally:
             gauge.leave(key)
         return key
@@ -178,11 +182,20 @@ def test_observations_and_trace_keep_proposal_order_when_later_calls_finish_firs
     assert [e.seq for e in result.trace] == list(range(1, len(result.trace) + 1))
 
 
-def mixed_registry(gauge: Gauge, effects: list[str]) -> ToolRegistry:
-    """Return an async read ``fetch`` and an async write ``store`` that log their lifetimes."""
+def mixed_registry(
+    gauge: Gauge, effects: list[str], *, parallel: bool | None = None
+) -> ToolRegistry:
+    """Return an async read ``fetch`` and an async write ``store`` that log their lifetimes.
+
+    A key ``<name>:<ms>`` waits that many milliseconds (others 5); ``store`` adds its key to
+    ``effects``, marked ``(not alone)`` when another call ran beside it.
+    """
     registry = ToolRegistry()
 
-    @registry.tool
+    def pause(key: str) -> float:
+        return int(key.split(":")[1]) / 1000 if ":" in key else 0.005
+
+    @registry.tool(parallel=parallel)
     async def fetch(key: str) -> str:
         """Fetch a key.
 
@@ -190,7 +203,7 @@ def mixed_registry(gauge: Gauge, effects: list[str]) -> ToolRegistry:
             key: Which.
         """
         gauge.enter(key)
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(pause(key))
         gauge.leave(key)
         return key
 
@@ -202,10 +215,10 @@ def mixed_registry(gauge: Gauge, effects: list[str]) -> ToolRegistry:
             key: Which.
         """
         gauge.enter(key)
-        running_with_others = gauge.running > 1
-        await asyncio.sleep(0.005)
+        alone = gauge.running == 1
+        await asyncio.sleep(pause(key))
         gauge.leave(key)
-        effects.append(f"{key}{'!' if running_with_others else ''}")
+        effects.append(key if alone else f"{key} (not alone)")
         return key
 
     return registry
@@ -264,36 +277,19 @@ def test_a_member_past_the_deadline_is_cancelled_and_the_others_are_kept() -> No
 def test_cancelling_the_run_cancels_every_running_member() -> None:
     """Cancelling the task driving a run cancels each of the group's running calls."""
     gauge = Gauge()
-    cancelled: list[str] = []
-    registry = ToolRegistry()
-    all_started = asyncio.Event()
-
-    @registry.tool
-    async def fetch(key: str) -> str:
-        """Fetch a key, forever.
-
-        Args:
-            key: Which.
-        """
-        gauge.enter(key)
-        if gauge.running == 3:
-            all_started.set()
-        try:
-            await asyncio.Event().wait()
-        except asyncio.CancelledError:
-            cancelled.append(key)
-            raise
-        return key  # pragma: no cover - never reached
+    registry = barrier_registry(gauge, together=4)  # three calls: they wait until cancelled
 
     async def scenario() -> None:
         running = asyncio.create_task(Agent(ScriptedModel([reads(3)]), registry).run("go"))
-        await asyncio.wait_for(all_started.wait(), timeout=10)
+        async with asyncio.timeout(10):
+            while gauge.running < 3:
+                await asyncio.sleep(0.001)
         running.cancel()
         with pytest.raises(asyncio.CancelledError):
             await running
 
     asyncio.run(scenario())
-    assert sorted(cancelled) == ["k1", "k2", "k3"]
+    assert sorted(gauge.cancelled) == ["k1", "k2", "k3"]
 
 
 def test_a_group_never_crosses_the_tool_call_budget() -> None:
@@ -342,21 +338,7 @@ def test_one_at_a_time_restores_the_sequential_trace() -> None:
 def test_reads_declared_not_parallel_run_alone() -> None:
     """Reads declared parallel=False keep the one-at-a-time path."""
     gauge = Gauge()
-    registry = ToolRegistry()
-
-    @registry.tool(parallel=False)
-    async def fetch(key: str) -> str:
-        """Fetch a key alone.
-
-        Args:
-            key: Which.
-        """
-        gauge.enter(key)
-        await asyncio.sleep(0.005)
-        gauge.leave(key)
-        return key
-
-    result = run(registry, reads(3))
+    result = run(mixed_registry(gauge, [], parallel=False), reads(3))
     assert result.status is RunStatus.COMPLETED
     assert gauge.peak == 1
 
@@ -470,34 +452,7 @@ def test_any_mix_keeps_writes_in_order_and_observations_in_proposal_order(
 ) -> None:
     """Random mixes of reads and writes: writes run alone in order, observations keep order."""
     gauge, effects = Gauge(), list[str]()
-    registry = ToolRegistry()
-
-    @registry.tool
-    async def fetch(key: str) -> str:
-        """Fetch a key after a few milliseconds.
-
-        Args:
-            key: ``<index>:<milliseconds>``.
-        """
-        gauge.enter(key)
-        await asyncio.sleep(int(key.split(":")[1]) / 1000)
-        gauge.leave(key)
-        return key
-
-    @registry.tool(effect="write")
-    async def store(key: str) -> str:
-        """Store a key after a few milliseconds.
-
-        Args:
-            key: ``<index>:<milliseconds>``.
-        """
-        gauge.enter(key)
-        alone = gauge.running == 1
-        await asyncio.sleep(int(key.split(":")[1]) / 1000)
-        gauge.leave(key)
-        effects.append(key if alone else f"{key} (not alone)")
-        return key
-
+    registry = mixed_registry(gauge, effects)
     response = turn(*((name, f"{index}:{ms}") for index, (name, ms) in enumerate(mix)))
     result = run(
         registry, response, policy=allow_writes("store"), limits=Limits(max_parallel_tools=limit)
