@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop import Agent, Limits, RunResult, RunStatus, StopReason, ToolCall
+from ownloop import Agent, Approval, Limits, RunResult, RunStatus, StopReason, ToolCall
 from ownloop.contracts import ModelResponse, RunSnapshot
 from ownloop.exceptions import ToolDefinitionError
 from ownloop.policy import allow_writes
@@ -462,3 +462,53 @@ def test_any_mix_keeps_writes_in_order_and_observations_in_proposal_order(
     assert effects == writes
     assert gauge.peak <= limit
     assert observed(result) == [f"c{index}" for index in range(1, len(mix) + 1)]
+
+
+def test_a_read_needing_approval_ends_the_group_and_resumes_alone() -> None:
+    """Reads before an approval-gated read run together; after approval it runs alone, then on."""
+    gauge = Gauge()
+    registry = mixed_registry(gauge, [])
+
+    @registry.tool(requires_approval=True)
+    async def audit(key: str) -> str:
+        """Read the audit log.
+
+        Args:
+            key: Which.
+        """
+        gauge.enter(key)
+        gauge.leave(key)
+        return key
+
+    response = turn(("fetch", "k1"), ("fetch", "k2"), ("audit", "k3"), ("fetch", "k4"))
+    store = MemoryRunStore()
+
+    def agent(*steps: ModelResponse) -> Agent:
+        return Agent(ScriptedModel(list(steps)), registry, store=store, worker_id="worker-1")
+
+    paused = agent(response).run_sync("go", run_id="gated")
+    assert paused.stop_reason is StopReason.APPROVAL_REQUIRED
+    assert gauge.peak == 2
+    assert gauge.log[:2] == ["start k1", "start k2"]
+    assert len(gauge.log) == 4  # k1 and k2 ran together; neither k3 nor k4 started
+    assert observed(paused) == ["c1", "c2"]
+    (request,) = paused.approval_requests
+    approval = Approval(request_id=request.id, approved=True, approver="ops")
+    done = agent(final("done")).resume_sync("gated", approvals=[approval])
+    assert done.status is RunStatus.COMPLETED
+    assert gauge.log[4:] == ["start k3", "end k3", "start k4", "end k4"]
+    assert observed(done) == ["c1", "c2", "c3", "c4"]
+    assert done.usage.tool_calls == done.usage.tool_attempts == 4
+
+
+def test_an_invalid_call_ends_the_group_and_is_answered_in_its_place() -> None:
+    """A call with invalid arguments is rejected alone; the reads around it still overlap."""
+    gauge = Gauge()
+    registry = barrier_registry(gauge, together=2)
+    bad = ToolCall(id="bad", name="fetch", arguments={"wrong": 1})
+    good = reads(4).tool_calls
+    response = ModelResponse(tool_calls=(good[0], good[1], bad, good[2], good[3]))
+    result = run(registry, response)
+    assert result.status is RunStatus.COMPLETED
+    assert gauge.peak == 2
+    assert observed(result) == ["c1", "c2", "bad", "c3", "c4"]
