@@ -16,11 +16,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ownloop import Agent, Approval, Limits, RunResult, RunStatus, StopReason, ToolCall
-from ownloop.contracts import ModelResponse, RunSnapshot
+from ownloop.contracts import ModelRequest, ModelResponse, RunSnapshot
 from ownloop.exceptions import ToolDefinitionError
 from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore
-from ownloop.testing import ScriptedModel, final
+from ownloop.testing import FakeClock, FunctionModel, ScriptedModel, final
 from ownloop.tools import ToolRegistry
 
 
@@ -512,3 +512,24 @@ def test_an_invalid_call_ends_the_group_and_is_answered_in_its_place() -> None:
     assert result.status is RunStatus.COMPLETED
     assert gauge.peak == 2
     assert observed(result) == ["c1", "c2", "bad", "c3", "c4"]
+
+
+def test_reads_proposed_after_the_deadline_passed_never_start() -> None:
+    """A model answer that arrives past the deadline starts none of its reads; the run stops."""
+    clock = FakeClock()
+    gauge = Gauge()
+
+    def slow_model(request: ModelRequest) -> ModelResponse:
+        clock.advance(11)
+        return reads(3)
+
+    agent = Agent(
+        FunctionModel(slow_model),
+        mixed_registry(gauge, []),
+        clock=clock,
+        limits=Limits(deadline_s=10),
+    )
+    result = agent.run_sync("go")
+    assert (result.status, result.stop_reason) == (RunStatus.STOPPED, StopReason.DEADLINE)
+    assert "before tool attempt" in result.detail
+    assert (gauge.log, result.usage.tool_attempts) == ([], 0)
