@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ownloop import Agent
-from ownloop.contracts import AssistantMessage, ModelRequest, ModelResponse
+from ownloop.contracts import AssistantMessage, ModelRequest, ModelResponse, ToolCall
 from ownloop.policy import allow_writes
 from ownloop.store import PostgresRunStore
 from ownloop.testing import FunctionModel
@@ -368,5 +368,50 @@ def flaky_agent(spec: Spec) -> Agent:
         registry,
         policy=allow_writes("flaky"),
         approver=approver,
+        revision=lambda: "r1",
+    )
+
+
+def readers_agent(spec: Spec) -> Agent:
+    """An agent whose one turn proposes two reads (run together) and then a write."""
+    from ownloop.testing import final
+
+    registry = ToolRegistry()
+
+    @registry.tool
+    async def read_order(order_id: str) -> dict[str, str]:
+        """Read an order.
+
+        Args:
+            order_id: The order.
+        """
+        return {"id": order_id}
+
+    @registry.tool(effect="write")
+    def export(name: str, ctx: ToolContext) -> dict[str, str]:
+        """Export a report.
+
+        Args:
+            name: The report.
+            ctx: Injected by the runtime.
+        """
+        return _record(spec, f"export:{name}", ctx)
+
+    proposals = ModelResponse(
+        tool_calls=(
+            ToolCall(id="c1", name="read_order", arguments={"order_id": "o-1"}),
+            ToolCall(id="c2", name="read_order", arguments={"order_id": "o-2"}),
+            ToolCall(id="c3", name="export", arguments={"name": "q3"}),
+        )
+    )
+    script = [proposals, final("done")]
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        return script[sum(isinstance(m, AssistantMessage) for m in request.messages)]
+
+    return Agent(
+        FunctionModel(respond, model_name="scripted"),
+        registry,
+        policy=allow_writes("export"),
         revision=lambda: "r1",
     )

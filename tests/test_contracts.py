@@ -81,6 +81,7 @@ TOOL_SPEC = ToolSpec(
     max_output_chars=500,
     sensitive=("query",),
     evidence=False,
+    parallel=False,
 )
 RECEIPT = Receipt(
     call_id="call_1",
@@ -138,6 +139,7 @@ LIMITS = Limits(
     max_completion_rejections=1,
     max_retries_per_call=2,
     max_cost=1.5,
+    max_parallel_tools=4,
 )
 USAGE = Usage(
     steps=3,

@@ -19,7 +19,7 @@ from ownloop.exceptions import (
     TransientToolError,
     UnknownEffectError,
 )
-from ownloop.loop import Decided, Failure, Outcome, Revision, ToolReturn
+from ownloop.loop import Decided, Failure, Outcome, Revision, ToolResults, ToolReturn
 from ownloop.testing import final, tool_call
 from ownloop.tools import Confirmed, NotApplied, StillUnknown
 
@@ -44,6 +44,7 @@ def roundtrip(outcome: Outcome) -> Outcome:
         ToolReturn(Confirmed({"found": True})),
         ToolReturn(NotApplied()),
         ToolReturn(StillUnknown("maybe")),
+        ToolResults(outcomes=(ToolReturn({"id": "o-1"}), ToolReturn(None)), durations_s=(0.1, 0.0)),
     ],
 )
 def test_outcomes_roundtrip(outcome: Outcome) -> None:
@@ -147,3 +148,17 @@ def test_step_values_hold_only_encodable_text(outcome: Outcome, expected: str) -
     text = json.dumps(encode_outcome(outcome), ensure_ascii=False)
     text.encode("utf-8")
     assert expected in text
+
+
+def test_a_group_keeps_each_member_failure_in_its_place() -> None:
+    """A group's failed member decodes as a failure of the same kind, in proposal order."""
+    group = ToolResults(
+        outcomes=(ToolReturn(1), Failure(TimeoutError("deadline")), ToolReturn(3)),
+        durations_s=(0.5, 1.0, 0.25),
+    )
+    decoded = roundtrip(group)
+    assert isinstance(decoded, ToolResults)
+    first, failed, last = decoded.outcomes
+    assert (first, last, decoded.durations_s) == (ToolReturn(1), ToolReturn(3), (0.5, 1.0, 0.25))
+    assert isinstance(failed, Failure)
+    assert isinstance(failed.error, TimeoutError)

@@ -33,6 +33,7 @@ from tests.dbos_worker import (
     flaky_agent,
     make_agent,
     make_runner,
+    readers_agent,
     run_in_process,
     start,
 )
@@ -197,6 +198,7 @@ def launched(spec: Spec) -> Iterator[Any]:
     DBOS(config=worker_config(APP_NAME, spec.system_url, spec.executor_id, log_level="WARNING"))
     runner = make_runner(spec)
     runner.agents["flaky"] = functools.partial(flaky_agent, spec)
+    runner.agents["readers"] = functools.partial(readers_agent, spec)
     runner.register(worker=True)
     DBOS.launch()
     runner.start()
@@ -265,6 +267,36 @@ def test_in_process_retry_approver_and_revision(spec: Spec, launched: Any) -> No
     again, missing = asyncio.run(late())
     assert again["status"] == "completed"
     assert missing == {"run_id": "no-such-run", "status": None}
+
+
+def test_in_process_reads_of_one_turn_are_one_step_and_the_write_its_own(
+    spec: Spec, launched: Any
+) -> None:
+    """Two reads proposed together run as one ``ownloop.tools`` step; the write after them alone."""
+    from dbos import DBOS, SetWorkflowID
+
+    run_id = f"readers-{uuid.uuid4().hex[:8]}"
+    start = {"kind": "start", "task": "export it", "actor": {"id": "ana"}}
+    workflow_id = f"ownloop:{run_id}:start"
+
+    async def go() -> Any:
+        with SetWorkflowID(workflow_id):
+            handle = await DBOS.start_workflow_async(launched.workflow, "readers", run_id, start)
+        return await handle.get_result()
+
+    summary = asyncio.run(go())
+    assert (summary["status"], summary["stop_reason"]) == ("completed", "final_output")
+    (finished,) = stored(spec, [run_id], until="finished")
+    assert [(r.call_id, r.status) for r in finished.result.receipts] == [
+        ("c1", "ok"),
+        ("c2", "ok"),
+        ("c3", "ok"),
+    ]
+    assert [m.call_id for m in finished.result.messages if m.role == "tool"] == ["c1", "c2", "c3"]
+    steps = [step["function_name"] for step in DBOS.list_workflow_steps(workflow_id)]
+    assert steps.count("ownloop.tools") == 1
+    assert steps.count("ownloop.write") == 1
+    assert [what for _, what in ledger_rows(spec.directory)] == [f"{run_id}:export:q3"]
 
 
 def test_persist_step_adopts_its_own_earlier_save(spec: Spec) -> None:

@@ -54,12 +54,12 @@ def _flaky(clock: FakeClock, failures: int, *, retry_after: float | None, work_s
 
 
 def test_no_tool_attempt_starts_after_the_deadline() -> None:
-    """A call whose turn comes after the deadline passed is not started; the run stops."""
+    """A lone call whose turn comes after the deadline passed is not started; the run stops."""
     clock = FakeClock()
     registry = ToolRegistry()
     ran = Counter[str]()
 
-    @registry.tool
+    @registry.tool(parallel=False)  # one at a time: b's turn comes after a's eleven seconds
     def slow(key: str) -> str:
         """Take eleven seconds.
 

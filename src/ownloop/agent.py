@@ -198,9 +198,10 @@ class Agent:
         return validator
 
     def _versions(self, validator: CompletionValidator | None) -> Versions:
-        configuration = (
-            f"{self.limits.model_dump_json()}|{validator!r}|{self.policy!r}|{self.tools.names()}"
-        )
+        # How many reads overlap schedules calls and authorises nothing: runs stored before the
+        # limit existed, or under another value, resume without an "other configuration" refusal.
+        limits = self.limits.model_dump_json(exclude={"max_parallel_tools"})
+        configuration = f"{limits}|{validator!r}|{self.policy!r}|{self.tools.names()}"
         model_name = getattr(self.model, "model_name", None)
         return Versions(
             ownloop=__version__,

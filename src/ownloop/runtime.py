@@ -34,6 +34,7 @@ from ownloop.loop import (
     Effect,
     Failure,
     InvokeTool,
+    InvokeTools,
     LoopGenerator,
     Outcome,
     Persist,
@@ -44,6 +45,7 @@ from ownloop.loop import (
     Revision,
     Sleep,
     Summarize,
+    ToolResults,
     ToolReturn,
     run_deadline,
 )
@@ -241,9 +243,9 @@ class Driver:
                 return None
             return await self._call_model(self._summarizer, effect.request, effect.timeout_s)
         if isinstance(effect, InvokeTool):
-            return await self._guarded(
-                effect.call.tool.invoke(effect.call.arguments, effect.context), "the tool"
-            )
+            return await self._invoke(effect)
+        if isinstance(effect, InvokeTools):
+            return await self._invoke_together(effect)
         if isinstance(effect, ReadRevision):
             if self._revision is None:
                 return Revision(None)
@@ -262,6 +264,33 @@ class Driver:
         if isinstance(effect, Sleep):
             await self._clock.sleep(effect.seconds)
         return None  # durable records are the session's (see drive)
+
+    async def _invoke(self, effect: InvokeTool) -> ToolReturn | Failure:
+        return await self._guarded(
+            effect.call.tool.invoke(effect.call.arguments, effect.context), "the tool"
+        )
+
+    async def _invoke_together(self, effect: InvokeTools) -> ToolResults:
+        """Run the attempts concurrently, at most ``effect.limit`` at once, each to the deadline.
+
+        A task group owns them: when the run is cancelled, every attempt still running is
+        cancelled with it (a sync handler's thread is abandoned, as at the deadline).
+        """
+        slots = asyncio.Semaphore(max(effect.limit, 1))
+
+        async def attempt(member: InvokeTool) -> tuple[ToolReturn | Failure, float]:
+            async with slots:
+                started = self._clock.monotonic()
+                outcome = await self._invoke(member)
+                return outcome, max(self._clock.monotonic() - started, 0.0)
+
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(attempt(member)) for member in effect.calls]
+        ended = [task.result() for task in tasks]
+        return ToolResults(
+            outcomes=tuple(outcome for outcome, _ in ended),
+            durations_s=tuple(duration for _, duration in ended),
+        )
 
     def _remaining(self) -> float | None:
         deadline = run_deadline()
@@ -285,7 +314,7 @@ class Driver:
                 ) from error
             raise
 
-    async def _guarded(self, work: Awaitable[Any], what: str) -> Outcome:
+    async def _guarded(self, work: Awaitable[Any], what: str) -> ToolReturn | Failure:
         try:
             return ToolReturn(await self._bounded(work, what))
         except Exception as error:  # the core classifies every tool and lookup failure

@@ -34,6 +34,10 @@ class Limits(Record):
         max_cost: Money for the run, in the unit of the agent's price table (``None``: no cap);
             the run stops before a request whose estimated cost would cross it, and after a
             response that crosses it (none of that response's tool calls runs).
+        max_parallel_tools: Tool calls of one turn that may run at the same time. Consecutive
+            calls of tools that may overlap (reads, unless declared ``parallel=False``) that need
+            no approval run together, at most this many at once; writes always run alone, in the
+            order proposed. ``1`` runs every call one after another.
     """
 
     max_steps: int = Field(default=10, ge=1, le=10_000)
@@ -49,6 +53,7 @@ class Limits(Record):
     max_completion_rejections: int = Field(default=2, ge=0)
     max_retries_per_call: int = Field(default=3, ge=0, le=100)
     max_cost: float | None = Field(default=None, ge=0)
+    max_parallel_tools: int = Field(default=8, ge=1, le=256)
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ownloop.contracts._base import Identifier, JsonValue, Record, ToolName
 
@@ -58,6 +58,9 @@ class ToolSpec(Record):
         sensitive: Names of parameters whose values must never be traced.
         evidence: Whether the tool's output is a fact source: what it shows the model can be
             cited as evidence (``False`` for tools that echo the model's own words, like memory).
+        parallel: Whether calls of this tool may run at the same time as other calls of the same
+            turn: ``None`` (the default) lets reads overlap; ``False`` keeps a read on its own.
+            Writes always run alone, in the order proposed, so ``True`` on a write is refused.
     """
 
     name: ToolName
@@ -71,6 +74,20 @@ class ToolSpec(Record):
     max_output_chars: int | None = Field(default=None, ge=1)
     sensitive: tuple[str, ...] = ()
     evidence: bool = True
+    parallel: bool | None = None
+
+    @model_validator(mode="after")
+    def _writes_run_alone(self) -> ToolSpec:
+        if self.parallel and self.effect == "write":
+            raise ValueError(
+                "a write tool cannot be parallel: writes run one at a time, in the order proposed"
+            )
+        return self
+
+    @property
+    def overlaps(self) -> bool:
+        """Whether a call of this tool may run at the same time as its turn's other calls."""
+        return self.effect == "read" and self.parallel is not False
 
 
 class Receipt(Record):

@@ -22,7 +22,7 @@ from ownloop.exceptions import (
     TransientToolError,
     UnknownEffectError,
 )
-from ownloop.loop import Decided, Failure, Outcome, Revision, ToolReturn
+from ownloop.loop import Decided, Failure, Outcome, Revision, ToolResults, ToolReturn
 from ownloop.tools import Confirmed, NotApplied, StillUnknown, to_jsonable
 
 __all__ = ["StepError", "decode_error", "decode_outcome", "encode_error", "encode_outcome"]
@@ -137,6 +137,12 @@ def _encode_outcome(outcome: Outcome) -> Json:  # noqa: PLR0911 - one return per
     if isinstance(outcome, Decided):
         approval = outcome.approval
         return {"kind": "decided", "approval": approval and approval.model_dump(mode="json")}
+    if isinstance(outcome, ToolResults):  # a group of reads, checkpointed as one step
+        return {
+            "kind": "group",
+            "outcomes": [_encode_outcome(member) for member in outcome.outcomes],
+            "durations_s": list(outcome.durations_s),
+        }
     value = outcome.value
     if isinstance(value, Receipt):
         return {"kind": "tool", "receipt": value.model_dump(mode="json")}
@@ -163,6 +169,8 @@ def decode_outcome(encoded: Json) -> Outcome:  # noqa: PLR0911 - one return per 
     if kind == "decided":
         approval = encoded["approval"]
         return Decided(None if approval is None else Approval.model_validate(approval))
+    if kind == "group":
+        return _decode_group(encoded)
     if "receipt" in encoded:
         return ToolReturn(Receipt.model_validate(encoded["receipt"]))
     if "confirmed" in encoded:
@@ -172,3 +180,12 @@ def decode_outcome(encoded: Json) -> Outcome:  # noqa: PLR0911 - one return per 
     if "still_unknown" in encoded:
         return ToolReturn(StillUnknown(str(encoded["still_unknown"])))
     return ToolReturn(encoded["value"])
+
+
+def _decode_group(encoded: Json) -> ToolResults:
+    outcomes: list[ToolReturn | Failure] = []
+    for member in cast(list[Json], encoded["outcomes"]):
+        decoded = decode_outcome(member)
+        outcomes.append(decoded if isinstance(decoded, ToolReturn | Failure) else ToolReturn(None))
+    durations = tuple(float(seconds) for seconds in cast(list[float], encoded["durations_s"]))
+    return ToolResults(outcomes=tuple(outcomes), durations_s=durations)

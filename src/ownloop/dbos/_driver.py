@@ -1,5 +1,10 @@
 """The DBOS driver: every effect of the loop core performed as a checkpointed DBOS step.
 
+A group of overlapping reads (`InvokeTools`) is one step: its calls run concurrently inside it,
+and the step's output holds every outcome in proposal order, so a replay is deterministic. Like
+any step it is at-least-once: a crash during it runs its reads again, which reads allow. Writes
+never join a group; each stays its own journaled step.
+
 Step outputs are JSON (see ``_codec``) and carry the time measured when the step ended, which
 the `StepClock` adopts: between steps the loop reads a frozen clock, so a replay after recovery
 reads exactly the times the first execution did.
@@ -49,6 +54,7 @@ _STEP_KINDS = {
     "CallModel": "model",
     "Summarize": "summarize",
     "InvokeTool": "tool",
+    "InvokeTools": "tools",
     "ReadRevision": "revision",
     "AskApprover": "approver",
     "Reconcile": "reconcile",

@@ -12,6 +12,7 @@ from ownloop.loop.effects import (
     Effect,
     Failure,
     InvokeTool,
+    InvokeTools,
     Outcome,
     Persist,
     ReadRevision,
@@ -21,6 +22,7 @@ from ownloop.loop.effects import (
     Revision,
     Sleep,
     Summarize,
+    ToolResults,
     ToolReturn,
 )
 from ownloop.loop.state import RunState, pending_key
@@ -33,6 +35,7 @@ __all__ = [
     "Effect",
     "Failure",
     "InvokeTool",
+    "InvokeTools",
     "LoopConfig",
     "LoopGenerator",
     "Outcome",
@@ -45,6 +48,7 @@ __all__ = [
     "RunState",
     "Sleep",
     "Summarize",
+    "ToolResults",
     "ToolReturn",
     "pending_key",
     "restore_state",

@@ -7,6 +7,7 @@ and every outcome becomes a `Receipt` that is checked before it is believed.
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 from datetime import timedelta
 
 from ownloop._text import describe_error
@@ -42,7 +43,18 @@ from ownloop.loop.state import RunState, idempotency_key
 from ownloop.retry import GiveUp, retry_after_hint
 from ownloop.tools import ToolContext, ValidatedCall, to_jsonable
 
-__all__ = ["execute", "idempotency_key", "receipt_problem", "replay_journaled", "tool_context"]
+__all__ = [
+    "Attempted",
+    "attempts",
+    "begin_attempt",
+    "execute",
+    "idempotency_key",
+    "judge_attempt",
+    "protect_sensitive",
+    "receipt_problem",
+    "replay_journaled",
+    "tool_context",
+]
 
 _COHERENT = {
     "ok": {"none", "applied"},
@@ -110,11 +122,8 @@ def execute(
     Returns:
         The receipt (``ok``, ``error`` or ``unknown``), checked and recorded.
     """
-    limits, spec, call_id = config.limits, validated.tool.spec, validated.call.id
-    if spec.sensitive:  # an error message quoting a sensitive value must not reach the trace
-        state.trace.protect(
-            *(str(value) for key, value in validated.canonical.items() if key in spec.sensitive)
-        )
+    spec = validated.tool.spec
+    protect_sensitive(state, validated)
     journaled = config.durable and spec.effect == "write"
     if journaled:
         replayed = replay_journaled(state, validated, key)
@@ -128,47 +137,169 @@ def execute(
                 idempotency_key=idempotency_key(state.run_id, key, validated.digest),
                 arguments_digest=validated.digest,
                 recorded_at=config.clock.now(),
-                provider_call_id=call_id,
+                provider_call_id=validated.call.id,
             )
         )
+    return (yield from attempts(config, state, validated, key))
+
+
+@dataclass(frozen=True, slots=True)
+class Attempted:
+    """An attempt that already ran (as part of a group), for `attempts` to judge.
+
+    Attributes:
+        outcome: What the handler did.
+        duration_s: How long it ran.
+        revision: The revision read after it.
+    """
+
+    outcome: Outcome
+    duration_s: float
+    revision: str | None
+
+
+def protect_sensitive(state: RunState, validated: ValidatedCall) -> None:
+    """Keep a call's sensitive argument values out of the trace (an error may quote them).
+
+    Args:
+        state: The run's state.
+        validated: The call.
+    """
+    spec = validated.tool.spec
+    if spec.sensitive:
+        state.trace.protect(
+            *(str(value) for key, value in validated.canonical.items() if key in spec.sensitive)
+        )
+
+
+def begin_attempt(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, attempt: int
+) -> Generator[Effect, Outcome, None]:
+    """Check the budgets and the deadline, count the attempt and trace its start.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+        attempt: The attempt number, from 1.
+
+    Yields:
+        `ConfirmLease` before a journaled write's retry.
+    """
+    limits, spec = config.limits, validated.tool.spec
+    end_for_budget(check_before_tool_attempt(limits, state.usage))
+    elapsed = config.clock.monotonic() - state.started_at
+    end_for_budget(check_deadline(limits, elapsed, "before_tool_attempt"))
+    if config.durable and spec.effect == "write" and attempt > 1:
+        yield ConfirmLease()  # fenced like the intent: a worker that lost the run stops here
+    state.count(tool_attempts=1)
+    state.trace.emit(ToolStarted, call_id=validated.call.id, tool=spec.name, attempt=attempt)
+
+
+def attempts(
+    config: LoopConfig,
+    state: RunState,
+    validated: ValidatedCall,
+    key: str,
+    transient: tuple[Receipt, Attempted] | None = None,
+) -> Generator[Effect, Outcome, Receipt]:
+    """Attempt a call until its receipt is not transient, or the run ends.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The admitted (and, for a write, journaled) call.
+        key: The call's journal key.
+        transient: A first attempt already run and judged transient (in a group): the
+            attempts go on from its retry.
+
+    Yields:
+        `InvokeTool`, `Sleep` before retries, and revision reads.
+
+    Returns:
+        The checked, recorded receipt.
+    """
     attempt = 1
     while True:
-        end_for_budget(check_before_tool_attempt(limits, state.usage))
-        elapsed = config.clock.monotonic() - state.started_at
-        end_for_budget(check_deadline(limits, elapsed, "before_tool_attempt"))
-        if journaled and attempt > 1:
-            yield ConfirmLease()  # fenced like the intent: a worker that lost the run stops here
-        state.count(tool_attempts=1)
-        state.trace.emit(ToolStarted, call_id=call_id, tool=spec.name, attempt=attempt)
-        before = yield from current_revision(config)
-        started = config.clock.monotonic()
-        outcome = yield InvokeTool(
-            validated, tool_context(config, state, validated, attempt, before, key=key)
-        )
-        duration = max(config.clock.monotonic() - started, 0.0)
-        after = yield from current_revision(config)
-        receipt = _receipt(spec, call_id, outcome, after)
-        state.trace.emit(
-            ToolFinished,
-            call_id=call_id,
-            tool=spec.name,
-            attempt=attempt,
-            status=receipt.status,
-            effect=receipt.effect,
-            duration_s=duration,
-            message=receipt.message,
-        )
-        problem = receipt_problem(spec, call_id, receipt, after if config.tracks_revision else None)
-        if problem is not None:
-            return receipt_invalid(config, state, validated, receipt, problem, key=key)
+        if transient is None:
+            attempted = yield from _attempt(config, state, validated, key, attempt)
+            receipt = yield from judge_attempt(
+                config, state, validated, key, attempt=attempt, attempted=attempted
+            )
+        else:
+            (receipt, attempted), transient = transient, None
         if receipt.status != "transient":
-            state.receipts.append(receipt)
-            if journaled:
-                yield RecordReceipt(state.run_id, key, receipt)
             return receipt
+        outcome = attempted.outcome
         error = outcome.error if isinstance(outcome, Failure) else None
+        spec = validated.tool.spec
         yield from _retry(config, state, spec, attempt=attempt, receipt=receipt, error=error)
         attempt += 1
+
+
+def _attempt(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, key: str, attempt: int
+) -> Generator[Effect, Outcome, Attempted]:
+    yield from begin_attempt(config, state, validated, attempt)
+    before = yield from current_revision(config)
+    started = config.clock.monotonic()
+    outcome = yield InvokeTool(
+        validated, tool_context(config, state, validated, attempt, before, key=key)
+    )
+    duration = max(config.clock.monotonic() - started, 0.0)
+    after = yield from current_revision(config)
+    return Attempted(outcome, duration, after)
+
+
+def judge_attempt(
+    config: LoopConfig,
+    state: RunState,
+    validated: ValidatedCall,
+    key: str,
+    *,
+    attempt: int,
+    attempted: Attempted,
+) -> Generator[Effect, Outcome, Receipt]:
+    """Turn an attempt's outcome into a receipt, trace it and check it; keep a final one.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+        key: The call's journal key.
+        attempt: The attempt number, from 1.
+        attempted: What the attempt did.
+
+    Yields:
+        `RecordReceipt` for a journaled write's final receipt.
+
+    Returns:
+        The receipt; a transient one is not recorded (its retry decides).
+
+    Raises:
+        RunEnded: The receipt cannot be believed (failed / receipt_invalid).
+    """
+    spec, call_id = validated.tool.spec, validated.call.id
+    receipt = _receipt(spec, call_id, attempted.outcome, attempted.revision)
+    state.trace.emit(
+        ToolFinished,
+        call_id=call_id,
+        tool=spec.name,
+        attempt=attempt,
+        status=receipt.status,
+        effect=receipt.effect,
+        duration_s=attempted.duration_s,
+        message=receipt.message,
+    )
+    revision = attempted.revision if config.tracks_revision else None
+    problem = receipt_problem(spec, call_id, receipt, revision)
+    if problem is not None:
+        return receipt_invalid(config, state, validated, receipt, problem, key=key)
+    if receipt.status != "transient":
+        state.receipts.append(receipt)
+        if config.durable and spec.effect == "write":
+            yield RecordReceipt(state.run_id, key, receipt)
+    return receipt
 
 
 def replay_journaled(state: RunState, validated: ValidatedCall, key: str) -> Receipt | None:

@@ -43,6 +43,7 @@ from ownloop.loop._deadline import set_run_deadline
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._inputs import clean_response
 from ownloop.loop._observe import add_feedback, truncate
+from ownloop.loop._parallel import run_group
 from ownloop.loop._revision import completion_context
 from ownloop.loop._snapshot import snapshot_of
 from ownloop.loop.config import LoopConfig
@@ -106,10 +107,17 @@ def _checkpoint(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
 
 
 def _run_queue(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
-    """Finish the current turn's tool calls, in order (after a resume, the paused one first)."""
+    """Finish the current turn's tool calls, in order (after a resume, the paused one first).
+
+    Consecutive calls that may overlap run as a group (see `run_group`); every other call runs
+    alone. The run is checkpointed after each call or group, never inside one.
+    """
     while state.queue:
-        yield from run_tool_call(config, state, state.queue[0])
-        state.queue.pop(0)
+        finished = yield from run_group(config, state)
+        if not finished:
+            yield from run_tool_call(config, state, state.queue[0])
+            finished = 1
+        del state.queue[:finished]
         state.admitted_call_id = None
         yield from _checkpoint(config, state)
     for feedback in state.deferred_feedback:

@@ -30,6 +30,7 @@ __all__ = [
     "Effect",
     "Failure",
     "InvokeTool",
+    "InvokeTools",
     "Outcome",
     "Persist",
     "ReadRevision",
@@ -39,6 +40,7 @@ __all__ = [
     "Revision",
     "Sleep",
     "Summarize",
+    "ToolResults",
     "ToolReturn",
 ]
 
@@ -70,6 +72,23 @@ class InvokeTool:
 
     call: ValidatedCall
     context: ToolContext
+
+
+@dataclass(frozen=True, slots=True)
+class InvokeTools:
+    """Run the first attempts of several admitted calls at the same time.
+
+    The driver runs at most ``limit`` of them at once, each until the run's deadline (like a lone
+    `InvokeTool`), and answers with `ToolResults` in the order of ``calls``, whichever finished
+    first. Cancelling the run cancels every one still running.
+
+    Attributes:
+        calls: The attempts, in the order the model proposed them.
+        limit: How many may run at once (`Limits.max_parallel_tools`).
+    """
+
+    calls: tuple[InvokeTool, ...]
+    limit: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +225,19 @@ class ToolReturn:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolResults:
+    """How each attempt of an `InvokeTools` ended, in the order of its calls.
+
+    Attributes:
+        outcomes: Each attempt's `ToolReturn` or `Failure`.
+        durations_s: How long each attempt ran, in seconds (waiting for a free slot excluded).
+    """
+
+    outcomes: tuple[ToolReturn | Failure, ...]
+    durations_s: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Failure:
     """A model call or tool handler raised.
 
@@ -219,6 +251,7 @@ class Failure:
 Effect = (
     CallModel
     | InvokeTool
+    | InvokeTools
     | Sleep
     | ReadRevision
     | AskApprover
@@ -231,5 +264,5 @@ Effect = (
 )
 """Anything the core may ask the driver to do."""
 
-Outcome = ModelResponse | ToolReturn | Failure | Revision | Decided | None
+Outcome = ModelResponse | ToolReturn | ToolResults | Failure | Revision | Decided | None
 """Anything the driver may send back (``None`` after a sleep)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from ownloop.budgets import check_before_tool_call
+from ownloop.budgets import check_before_tool_attempt, check_before_tool_call, check_deadline
 from ownloop.contracts import (
     Receipt,
     RevisionAudited,
@@ -33,7 +33,13 @@ from ownloop.redaction import bound_value, redact_sensitive
 from ownloop.tools import ToolRejection, ValidatedCall, render_observation
 from ownloop.validators import evidence_rule_of
 
-__all__ = ["block_on_pending", "run_tool_call"]
+__all__ = [
+    "admission_ends_run",
+    "admit_proposal",
+    "block_on_pending",
+    "conclude_call",
+    "run_tool_call",
+]
 
 
 def run_tool_call(
@@ -50,7 +56,7 @@ def run_tool_call(
         Every effect the call needs: tool attempts, sleeps, revision reads, approvals, lookups.
     """
     if state.admitted_call_id != call.id:  # a call resumed after approval was admitted already
-        _admit_proposal(config, state, call)
+        admit_proposal(config, state, call)
     validated = config.registry.validate(call)
     if isinstance(validated, ToolRejection):
         state.trace.emit(
@@ -77,6 +83,25 @@ def run_tool_call(
         if not (yield from admit(config, state, validated, key)):
             return
         receipt = yield from execute(config, state, validated, key)
+    yield from conclude_call(config, state, validated, receipt, key)
+
+
+def conclude_call(
+    config: LoopConfig, state: RunState, validated: ValidatedCall, receipt: Receipt, key: str
+) -> Generator[Effect, Outcome, None]:
+    """Act on a call's final receipt: keep an unknown write pending, audit, observe.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        validated: The call.
+        receipt: Its checked, recorded receipt.
+        key: The call's journal key.
+
+    Yields:
+        A revision read, when the policy audits after every tool.
+    """
+    call = validated.call
     if receipt.status == "unknown":
         reason = receipt.message or "effect unknown"
         state.add_pending(validated, reason, receipt.revision, key)
@@ -128,7 +153,44 @@ def block_on_pending(
         )
 
 
-def _admit_proposal(config: LoopConfig, state: RunState, call: ToolCall) -> None:
+def admission_ends_run(config: LoopConfig, state: RunState, call: ToolCall) -> bool:
+    """Say whether admitting ``call`` now would end the run (a budget, the deadline, a repeat).
+
+    Nothing is counted or traced: a group stops growing before such a call, which then takes
+    the one-at-a-time path and ends the run exactly as it would have alone.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        call: The next proposal.
+
+    Returns:
+        ``True`` when its admission (or its first attempt) would end the run.
+    """
+    limits = config.limits
+    if check_before_tool_call(limits, state.usage) is not None:
+        return True
+    if check_before_tool_attempt(limits, state.usage) is not None:
+        return True
+    elapsed = config.clock.monotonic() - state.started_at
+    if check_deadline(limits, elapsed, "before_tool_attempt") is not None:
+        return True
+    key = action_key(call.name, call.arguments)
+    repeats = state.repeats + 1 if key == state.last_action else 1
+    return repeats >= limits.max_repeats
+
+
+def admit_proposal(config: LoopConfig, state: RunState, call: ToolCall) -> None:
+    """Trace a proposal, count it as a tool call and check it for repetition.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        call: The proposal.
+
+    Raises:
+        RunEnded: The tool-call budget is spent, or the same action repeats too often.
+    """
     registered = config.registry.get(call.name)
     sensitive = registered.spec.sensitive if registered is not None else ()
     state.trace.emit(

@@ -62,6 +62,7 @@ class ToolRegistry:
         strict: bool = True,
         reconcile: Reconcile | None = None,
         evidence: bool = True,
+        parallel: bool | None = None,
     ) -> Callable[[F], F]: ...
 
     def tool(
@@ -79,6 +80,7 @@ class ToolRegistry:
         strict: bool = True,
         reconcile: Reconcile | None = None,
         evidence: bool = True,
+        parallel: bool | None = None,
     ) -> F | Callable[[F], F]:
         """Register a function as a tool; use bare (``@registry.tool``) or with options.
 
@@ -100,6 +102,10 @@ class ToolRegistry:
                 (see `Confirmed`, `NotApplied`, `StillUnknown`).
             evidence: Whether the tool's output is a fact source the answer may cite
                 (``False`` for tools that return the model's own words, like memory).
+            parallel: Whether calls may run at the same time as the turn's other calls
+                (bounded by `Limits.max_parallel_tools`): ``None`` lets reads overlap,
+                ``False`` keeps a read on its own (a rate-limited API, a handler that is not
+                thread-safe). Writes always run alone, in the order proposed.
 
         Raises:
             ToolDefinitionError: The function cannot become a tool with these options.
@@ -115,6 +121,7 @@ class ToolRegistry:
             "strict": strict,
             "reconcile": reconcile,
             "evidence": evidence,
+            "parallel": parallel,
         }
 
         def register(target: F) -> F:

@@ -227,6 +227,7 @@ def build_tool(
     strict: bool = True,
     reconcile: Reconcile | None = None,
     evidence: bool = True,
+    parallel: bool | None = None,
 ) -> RegisteredTool:
     """Turn ``function`` into a `RegisteredTool`; the options are those of `ToolRegistry.tool`.
 
@@ -259,6 +260,7 @@ def build_tool(
             max_output_chars=max_output_chars,
             sensitive=tuple(p.name for p in shape.parameters if p.sensitive),
             evidence=evidence,
+            parallel=parallel,
         )
     except ValidationError as error:
         problems = "; ".join(
