@@ -61,8 +61,14 @@ __all__ = [
 WORKFLOW_NAME = "ownloop_segment"
 """The name every ownloop segment is registered and enqueued under."""
 
-APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}"
-"""The DBOS application version: ownloop's checkpoint format (append your own deploy's version)."""
+STEP_LAYOUT = 2
+"""Which steps a segment records, in which order; raised whenever a replay would differ (2: the
+reads proposed together in one turn are one ``ownloop.tools`` step)."""
+
+APPLICATION_VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}-steps{STEP_LAYOUT}"
+"""The DBOS application version: ownloop's checkpoint format and step layout (append your own
+deploy's version). DBOS replays a pending segment only on a worker of the same version, so a
+release that changes either never replays an older segment with different steps."""
 
 logger = logging.getLogger("ownloop.dbos")
 
