@@ -33,9 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-import ownloop.loop.core as core
 from ownloop import Agent, Limits
 from ownloop.contracts import ModelResponse, RunSnapshot
+from ownloop.loop import core
 from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call

@@ -7,10 +7,14 @@ from collections.abc import Iterable
 from ownloop.clock import Clock
 from ownloop.contracts import (
     Approval,
+    Evidence,
     JournalEntry,
+    Message,
+    Receipt,
     RunResult,
     RunSnapshot,
     ToolSpec,
+    TraceEvent,
 )
 from ownloop.contracts.durable import SnapshotState
 from ownloop.loop.config import LoopConfig
@@ -35,17 +39,16 @@ def snapshot_of(
     Returns:
         The snapshot.
     """
-    return RunSnapshot(
+    # Validate the fixed-size fields, then attach the parts that grow with the run without
+    # validating them again: they hold records the run already validated, so re-validating
+    # thousands of trace events at every checkpoint would make each one cost O(run length).
+    head = RunSnapshot(
         run_id=state.run_id,
         state=kind,
         task=state.task,
         actor=state.actor,
         usage=state.usage,
         limits=config.limits,
-        messages=tuple(state.messages),
-        trace=(*state.prior_trace, *state.trace.events),
-        evidence=tuple(state.evidence.values()),
-        receipts=tuple(state.receipts),
         pending=tuple(state.pending),
         approvals=tuple(state.decisions),
         available_approvals=tuple(state.approvals),
@@ -59,6 +62,16 @@ def snapshot_of(
         result=result,
         saved_at=config.clock.now(),
     )
+    grown: dict[
+        str,
+        tuple[Message, ...] | tuple[TraceEvent, ...] | tuple[Evidence, ...] | tuple[Receipt, ...],
+    ] = {
+        "messages": tuple(state.messages),
+        "trace": (*state.prior_trace, *state.trace.events),
+        "evidence": tuple(state.evidence.values()),
+        "receipts": tuple(state.receipts),
+    }
+    return head.model_copy(update=grown)
 
 
 def restore_state(
