@@ -30,7 +30,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import RunLeased, StaleCheckpoint, StoreError
 from ownloop.store import PostgresRunStore, SqliteRunStore
-from ownloop.store._layout import PARTS, first_change
+from ownloop.store._layout import PARTS, KnownRuns, first_change, plan_save
 from ownloop.store._schema import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
 from tests.durable_support import T0, VERSIONS, fresh_schema, postgres_dsn, snapshot
 from tests.durable_worker import Job, ledger_rows, make_agent
@@ -272,6 +272,20 @@ def test_first_change_finds_where_a_part_was_rewritten() -> None:
     assert first_change((a, b, c), (a, c)) == 1
     assert first_change((a, b, c), (a,)) == 1
     assert first_change((), (a,)) == 0
+
+
+def test_known_runs_are_bounded_and_forget_finished_runs() -> None:
+    """A store remembers the latest runs' parts by exact version, and never a finished run's."""
+    known = KnownRuns(capacity=2)
+    running = plan_save(snapshot(), None)
+    for run_id in ("a", "b", "c"):
+        known.saved(run_id, 1, running)
+    assert (len(known), known.parts_at("a", 1)) == (2, None)
+    assert known.parts_at("c", 1) == running.parts
+    assert known.parts_at("c", 2) is None
+    assert known.parts_at("c", None) is None
+    known.saved("c", 2, plan_save(snapshot(state="finished", status=RunStatus.COMPLETED), None))
+    assert (len(known), known.parts_at("c", 2)) == (1, None)
 
 
 def _old_database(database: Database, schema_version: int, sample: RunSnapshot) -> None:

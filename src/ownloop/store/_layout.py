@@ -122,6 +122,13 @@ class KnownRuns:
         while len(self._runs) > self._capacity:
             self._runs.popitem(last=False)
 
+    def saved(self, run_id: str, version: int, plan: SavePlan) -> None:
+        """Record a committed save; a finished run is forgotten (it is never saved again)."""
+        if plan.row.state == "finished":
+            self.forget(run_id)
+        else:
+            self.remember(run_id, version, plan.parts)
+
     def forget(self, run_id: str) -> None:
         """Drop what is known of a run (after a save whose outcome is unknown)."""
         self._runs.pop(run_id, None)

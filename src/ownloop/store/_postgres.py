@@ -256,7 +256,7 @@ class PostgresRunStore:
                 raise
             if saved is not None and saved[0] == 1:
                 version = (expected_version or 0) + 1
-                self._known.remember(run_id, version, plan.parts)
+                self._known.saved(run_id, version, plan)
                 return version
             cursor = await connection.execute(
                 self._sql("SELECT version FROM {s}.runs WHERE run_id = %(run_id)s"), params

@@ -211,7 +211,7 @@ class SqliteRunStore:
                 raise
             else:
                 saved = (expected_version or 0) + 1
-                self._known.remember(run_id, saved, plan.parts)
+                self._known.saved(run_id, saved, plan)
                 return saved
         if fenced:
             raise lease_lost(run_id)
