@@ -6,9 +6,9 @@ every fourth turn also writes one (an intent and a receipt in the journal), and 
 context policy compacts the conversation as it grows — so the trace, the receipts and the evidence
 grow with the run while the messages are rewritten now and then. Every checkpoint is timed in two
 parts: building the snapshot in the loop core (``snapshot_of``) and saving it (``store.save``).
-The figure per step is the sum over the step's checkpoints; the report gives the median over a
-window of steps around step 5, step 200 (and step 1000 with ``--steps 1000``), the median over
-runs, and the ratio to step 5. Run:
+The figure per step is the sum over the step's checkpoints (and its two parts, ``build_`` and
+``save_``); the report gives the median over a window of steps around step 5, step 200 (and step
+1000 with ``--steps 1000``), the median over runs, and the ratio to step 5. Run:
 
     .venv/bin/python benchmarks/bench_checkpoint_growth.py [--steps 200] [--runs 3] [--dsn ...]
 
@@ -113,16 +113,16 @@ def _time_snapshot_building(costs: dict[int, float]) -> None:
     core.snapshot_of = timed  # type: ignore[assignment]
 
 
-async def _one_run(store: RunStore, steps: int) -> dict[int, float]:
-    """Per-step checkpoint seconds (build + save) of one run of ``steps`` model turns."""
-    costs: dict[int, float] = defaultdict(float)
-    _time_snapshot_building(costs)
-    build = costs  # the builder and the store add into the same per-step totals
+async def _one_run(store: RunStore, steps: int) -> dict[str, dict[int, float]]:
+    """Per-step seconds of building and of saving checkpoints, in one run of ``steps`` turns."""
+    build: dict[int, float] = defaultdict(float)
+    save: dict[int, float] = defaultdict(float)
+    _time_snapshot_building(build)
     agent = Agent(
         ScriptedModel(_script(steps)),
         _registry(),
         policy=allow_writes("record"),
-        store=_Timed(store, build),  # type: ignore[arg-type]
+        store=_Timed(store, save),  # type: ignore[arg-type]
         limits=Limits(
             max_steps=steps + 1,
             max_tool_calls=steps,
@@ -134,7 +134,8 @@ async def _one_run(store: RunStore, steps: int) -> dict[int, float]:
     )
     result = await agent.run("reconcile the records", run_id=uuid.uuid4().hex)
     assert result.status.value == "completed", result.detail
-    return dict(costs)
+    total = {step: build[step] + save[step] for step in build}
+    return {"total": total, "build": dict(build), "save": dict(save)}
 
 
 def _window(costs: dict[int, float], step: int) -> float:
@@ -143,14 +144,16 @@ def _window(costs: dict[int, float], step: int) -> float:
 
 async def _measure(store: RunStore, steps: int, runs: int, marks: list[int]) -> dict[str, Any]:
     await _one_run(store, 12)  # warm-up: imports, caches, prepared statements
-    per_mark: dict[int, list[float]] = {mark: [] for mark in marks}
+    per_mark: dict[tuple[str, int], list[float]] = {}
     for _ in range(runs):
         costs = await _one_run(store, steps + WINDOW + 1)
-        for mark in marks:
-            per_mark[mark].append(_window(costs, mark))
+        for kind, by_step in costs.items():
+            for mark in marks:
+                per_mark.setdefault((kind, mark), []).append(_window(by_step, mark))
     line: dict[str, Any] = {}
-    for mark in marks:
-        line[f"ms_at_step_{mark}"] = round(statistics.median(per_mark[mark]) * 1000, 3)
+    for (kind, mark), values in per_mark.items():
+        name = f"ms_at_step_{mark}" if kind == "total" else f"{kind}_ms_at_step_{mark}"
+        line[name] = round(statistics.median(values) * 1000, 3)
     base = line[f"ms_at_step_{marks[0]}"]
     for mark in marks[1:]:
         line[f"step_{mark}_over_step_{marks[0]}"] = round(line[f"ms_at_step_{mark}"] / base, 2)
