@@ -7,14 +7,10 @@ from collections.abc import Iterable
 from ownloop.clock import Clock
 from ownloop.contracts import (
     Approval,
-    Evidence,
     JournalEntry,
-    Message,
-    Receipt,
     RunResult,
     RunSnapshot,
     ToolSpec,
-    TraceEvent,
 )
 from ownloop.contracts.durable import SnapshotState
 from ownloop.loop.config import LoopConfig
@@ -62,16 +58,14 @@ def snapshot_of(
         result=result,
         saved_at=config.clock.now(),
     )
-    grown: dict[
-        str,
-        tuple[Message, ...] | tuple[TraceEvent, ...] | tuple[Evidence, ...] | tuple[Receipt, ...],
-    ] = {
-        "messages": tuple(state.messages),
-        "trace": (*state.prior_trace, *state.trace.events),
-        "evidence": tuple(state.evidence.values()),
-        "receipts": tuple(state.receipts),
-    }
-    return head.model_copy(update=grown)
+    return head.model_copy(
+        update={
+            "messages": tuple(state.messages),
+            "trace": state.prior_trace + state.trace.events,  # no copy when nothing came before
+            "evidence": tuple(state.evidence.values()),
+            "receipts": tuple(state.receipts),
+        }
+    )
 
 
 def restore_state(
