@@ -264,6 +264,39 @@ def test_missing_items_are_a_store_error(database: Database, run: Run) -> None:
         run(database.open().get("run-1"))
 
 
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "UPDATE {s}.run_items SET item = '{\"role\": \"robot\"}' WHERE part = 'messages'",
+        "INSERT INTO {s}.run_items VALUES ('run-1', 'future', 0, '{}')",
+    ],
+)
+def test_invalid_items_are_a_store_error(database: Database, run: Run, damage: str) -> None:
+    """An item that is not a valid record of its part, or of no known part, fails the load."""
+    store = database.open()
+    parts = {part: [_item(part, 0, "a")] for part in PARTS}
+    run(store.save(_with(snapshot(), parts), expected_version=None))
+    database.query(damage)
+    with pytest.raises(StoreError, match="stored items of run run-1 are not valid"):
+        run(database.open().get("run-1"))
+
+
+def test_after_a_failed_save_the_next_one_writes_every_item(database: Database, run: Run) -> None:
+    """A save that fails in the database changes nothing, and the store stops trusting its cache."""
+    store = database.open()
+    parts = {part: [_item(part, 0, "a")] for part in PARTS}
+    run(store.save(_with(snapshot(), parts), expected_version=None))
+    database.query("ALTER TABLE {s}.run_items RENAME TO parked")
+    parts["trace"].append(_item("trace", 1, "b"))
+    with pytest.raises(StoreError, match="save failed"):
+        run(store.save(_with(snapshot(), parts), expected_version=1))
+    database.query("ALTER TABLE {s}.parked RENAME TO run_items")
+    assert database.query("SELECT version FROM {s}.runs") == [(1,)]
+    database.query("DELETE FROM {s}.run_items")  # whatever the failed save may have left
+    assert run(store.save(_with(snapshot(), parts), expected_version=1)) == 2
+    assert run(database.open().get("run-1")).snapshot == _with(snapshot(), parts)
+
+
 def test_first_change_finds_where_a_part_was_rewritten() -> None:
     """Appends keep the whole prefix; an equal copy counts as unchanged; a rewrite is found."""
     a, b, c = (_item("messages", n, "m") for n in range(3))
