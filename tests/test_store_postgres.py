@@ -75,7 +75,7 @@ def test_unreachable_server_is_a_store_error() -> None:
 
 
 def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> None:
-    """The store creates its schema with the four tables and records store schema version 2."""
+    """The store creates its schema with its tables and records store schema version 3."""
     import psycopg
 
     asyncio.run(store.save(snapshot(), expected_version=None))
@@ -89,12 +89,13 @@ def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> 
         ).fetchall()
     assert {name for (name,) in rows} == {
         "runs",
+        "run_items",
         "leases",
         "journal",
         "approvals",
         "ownloop_schema",
     }
-    assert version == [(1,), (2,)]
+    assert version == [(1,), (2,), (3,)]
 
 
 def test_hand_written_newer_snapshot_fails_fast(store: PostgresRunStore, dsn: str) -> None:
@@ -128,9 +129,9 @@ def test_corrupt_records_are_store_errors(store: PostgresRunStore, dsn: str) -> 
 def test_schema_of_a_newer_store_is_refused(store: PostgresRunStore, dsn: str) -> None:
     """A schema laid out by a newer ownloop fails fast on connection."""
     asyncio.run(store.get("warm-up"))
-    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (3)")
+    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (4)")
     newcomer = PostgresRunStore(dsn, schema=store.schema)
-    with pytest.raises(SchemaVersionError, match="store schema version 3"):
+    with pytest.raises(SchemaVersionError, match="store schema version 4"):
         asyncio.run(newcomer.get("run-1"))
 
 

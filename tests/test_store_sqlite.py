@@ -16,6 +16,9 @@ from ownloop.exceptions import SchemaVersionError, StaleCheckpoint, StoreError
 from ownloop.store import SqliteRunStore
 from tests.durable_support import T0, snapshot
 
+_COLUMNS = "(run_id, version, state, status, stop_reason, updated_at, snapshot)"
+"""A run row as store schema 2 wrote it: the whole snapshot, no layout."""
+
 
 def _store(path: Path, **options: object) -> SqliteRunStore:
     return SqliteRunStore(path, **options)  # type: ignore[arg-type]
@@ -37,13 +40,13 @@ def _intent(call_id: str = "c1") -> WriteIntent:
 
 
 def test_file_is_in_wal_mode_with_its_schema_version(tmp_path: Path) -> None:
-    """A new file gets WAL journaling, the four tables and store schema version 2."""
+    """A new file gets WAL journaling, its tables and store schema version 3."""
     store = SqliteRunStore(tmp_path / "runs.db")
     raw = _raw(tmp_path / "runs.db")
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"runs", "leases", "journal", "approvals", "ownloop_schema"} <= tables
-    assert raw.execute("SELECT version FROM ownloop_schema").fetchall() == [(1,), (2,)]
+    assert {"runs", "run_items", "leases", "journal", "approvals", "ownloop_schema"} <= tables
+    assert raw.execute("SELECT version FROM ownloop_schema").fetchall() == [(1,), (2,), (3,)]
     raw.close()
     asyncio.run(store.close())
     reopened = SqliteRunStore(tmp_path / "runs.db")  # migrations do not run twice
@@ -68,7 +71,7 @@ def test_hand_written_newer_snapshot_fails_fast(tmp_path: Path) -> None:
     future = {**json.loads(snapshot().model_dump_json()), "schema_version": 2, "new_field": [1]}
     raw = _raw(tmp_path / "runs.db")
     raw.execute(
-        "INSERT INTO runs VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
+        f"INSERT INTO runs {_COLUMNS} VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
         (json.dumps(future),),
     )
     raw.close()
@@ -83,7 +86,7 @@ def test_newer_snapshot_with_known_fields_fails_fast(tmp_path: Path) -> None:
     future = {**json.loads(snapshot().model_dump_json()), "schema_version": 7}
     raw = _raw(tmp_path / "runs.db")
     raw.execute(
-        "INSERT INTO runs VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
+        f"INSERT INTO runs {_COLUMNS} VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
         (json.dumps(future),),
     )
     raw.close()
@@ -97,7 +100,10 @@ def test_corrupt_snapshot_is_a_store_error(tmp_path: Path, text: str) -> None:
     """A stored snapshot that is not a valid snapshot raises StoreError naming the run."""
     store = SqliteRunStore(tmp_path / "runs.db")
     raw = _raw(tmp_path / "runs.db")
-    raw.execute("INSERT INTO runs VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)", (text,))
+    raw.execute(
+        f"INSERT INTO runs {_COLUMNS} VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
+        (text,),
+    )
     raw.close()
     with pytest.raises(StoreError, match="run-1 is not valid"):
         asyncio.run(store.get("run-1"))
@@ -119,9 +125,9 @@ def test_database_of_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
     """Opening a file laid out by a newer ownloop fails fast and leaves it untouched."""
     asyncio.run(SqliteRunStore(tmp_path / "runs.db").close())
     raw = _raw(tmp_path / "runs.db")
-    raw.execute("INSERT INTO ownloop_schema VALUES (3, 'later')")
+    raw.execute("INSERT INTO ownloop_schema VALUES (4, 'later')")
     raw.close()
-    with pytest.raises(SchemaVersionError, match="store schema version 3"):
+    with pytest.raises(SchemaVersionError, match="store schema version 4"):
         SqliteRunStore(tmp_path / "runs.db")
 
 

@@ -35,17 +35,16 @@ def snapshot_of(
     Returns:
         The snapshot.
     """
-    return RunSnapshot(
+    # Validate the fixed-size fields, then attach the parts that grow with the run without
+    # validating them again: they hold records the run already validated, so re-validating
+    # thousands of trace events at every checkpoint would make each one cost O(run length).
+    head = RunSnapshot(
         run_id=state.run_id,
         state=kind,
         task=state.task,
         actor=state.actor,
         usage=state.usage,
         limits=config.limits,
-        messages=tuple(state.messages),
-        trace=(*state.prior_trace, *state.trace.events),
-        evidence=tuple(state.evidence.values()),
-        receipts=tuple(state.receipts),
         pending=tuple(state.pending),
         approvals=tuple(state.decisions),
         available_approvals=tuple(state.approvals),
@@ -58,6 +57,14 @@ def snapshot_of(
         versions=config.versions,
         result=result,
         saved_at=config.clock.now(),
+    )
+    return head.model_copy(
+        update={
+            "messages": tuple(state.messages),
+            "trace": state.prior_trace + state.trace.events,  # no copy when nothing came before
+            "evidence": tuple(state.evidence.values()),
+            "receipts": tuple(state.receipts),
+        }
     )
 
 

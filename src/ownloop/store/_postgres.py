@@ -30,6 +30,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._port import StoredRun
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
@@ -40,7 +41,6 @@ from ownloop.store._sql import (
     load_snapshot,
     newer_store_schema,
     receipt_exists,
-    snapshot_row,
     stale,
 )
 
@@ -57,14 +57,32 @@ _HELD = (
     "AND expires_at > clock_timestamp() FOR SHARE)"
 )
 _INSERT = (
-    "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot) "
-    "SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, %(updated_at)s, "
-    "%(snapshot)s::json WHERE {guard} ON CONFLICT (run_id) DO NOTHING"
+    "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot, "
+    "layout) SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, %(updated_at)s, "
+    "%(snapshot)s::json, %(layout)s::json WHERE {guard} ON CONFLICT (run_id) DO NOTHING "
+    "RETURNING run_id"
 )
 _UPDATE = (
     "UPDATE {s}.runs SET version = version + 1, state = %(state)s, status = %(status)s, "
-    "stop_reason = %(stop_reason)s, updated_at = %(updated_at)s, snapshot = %(snapshot)s::json "
-    "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard}"
+    "stop_reason = %(stop_reason)s, updated_at = %(updated_at)s, snapshot = %(snapshot)s::json, "
+    "layout = %(layout)s::json "
+    "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard} RETURNING run_id"
+)
+# One statement, so one atomic unit even on a connection shared by coroutines: the item rows
+# change only when the compare-and-set (and the lease check) matched — ``cut`` and ``put`` read
+# ``saved``. They never touch the same row: ``put`` writes positions below a part's new length,
+# ``cut`` deletes from it onwards (or every row, when the save writes all items).
+_SAVE = (
+    "WITH {held}, saved AS ({write}), "
+    "cut AS (DELETE FROM {s}.run_items AS item USING saved, "
+    "unnest(%(cut_parts)s::text[], %(cut_from)s::integer[]) AS c(part, position) "
+    "WHERE item.run_id = saved.run_id AND item.part = c.part AND item.position >= c.position), "
+    "put AS (INSERT INTO {s}.run_items (run_id, part, position, item) "
+    "SELECT saved.run_id, p.part, p.position, p.item::json FROM saved, "
+    "unnest(%(put_parts)s::text[], %(put_positions)s::integer[], %(put_items)s::text[]) "
+    "AS p(part, position, item) "
+    "ON CONFLICT (run_id, part, position) DO UPDATE SET item = excluded.item) "
+    "SELECT count(*) FROM saved"
 )
 _ACQUIRE = (
     "WITH old AS (SELECT owner FROM {s}.leases WHERE run_id = %(run_id)s "
@@ -133,6 +151,7 @@ class PostgresRunStore:
         self._connection: AsyncConnection[Any] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting = asyncio.Lock()
+        self._known = KnownRuns()
 
     def _sql(self, template: str, **parts: str) -> str:
         return template.format(s=self.schema, **parts)
@@ -207,19 +226,38 @@ class PostgresRunStore:
     async def save(
         self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
-        row = snapshot_row(snapshot)
-        params = {**row._asdict(), "expected": expected_version, "token": None}
-        guard = "true"
-        prefix = ""
-        if lease is not None:
-            params["token"] = lease.token
-            guard, prefix = "EXISTS (SELECT 1 FROM held)", f"WITH {_HELD} "
-        template = _INSERT if expected_version is None else _UPDATE
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+
+        Only the items added since the version this instance last wrote or read are sent, in
+        the statement of the compare-and-set (see the storage layout in ``_layout.py``).
+        """
+        run_id = snapshot.run_id
+        plan = plan_save(snapshot, self._known.parts_at(run_id, expected_version))
+        params: dict[str, Any] = {
+            **plan.row._asdict(),
+            "layout": plan.layout,
+            "expected": expected_version,
+            "token": None if lease is None else lease.token,
+            "cut_parts": [part for part, _ in plan.cuts],
+            "cut_from": [start for _, start in plan.cuts],
+            "put_parts": [part for part, _, _ in plan.puts],
+            "put_positions": [position for _, position, _ in plan.puts],
+            "put_items": [item for _, _, item in plan.puts],
+        }
+        held, guard = (_HELD, "EXISTS (SELECT 1 FROM held)") if lease else (_NO_LEASE, "true")
+        write = (_INSERT if expected_version is None else _UPDATE).format(guard=guard, s="{s}")
         async with self._use("save") as connection:
-            cursor = await connection.execute(self._sql(prefix + template, guard=guard), params)
-            if cursor.rowcount == 1:
-                return (expected_version or 0) + 1
+            try:
+                sql = self._sql(_SAVE.format(held=held, write=write, s="{s}"))
+                cursor = await connection.execute(sql, params)
+                saved = await cursor.fetchone()
+            except BaseException:
+                self._known.forget(run_id)
+                raise
+            if saved is not None and saved[0] == 1:
+                version = (expected_version or 0) + 1
+                self._known.saved(run_id, version, plan)
+                return version
             cursor = await connection.execute(
                 self._sql("SELECT version FROM {s}.runs WHERE run_id = %(run_id)s"), params
             )
@@ -227,22 +265,37 @@ class PostgresRunStore:
             current = True
             if lease is not None:
                 cursor = await connection.execute(self._sql(_CURRENT), params)
-                held = await cursor.fetchone()
-                current = bool(held and held[0])
-        version = found[0] if found is not None else None
+                lease_row = await cursor.fetchone()
+                current = bool(lease_row and lease_row[0])
         if not current:
-            raise lease_lost(row.run_id)
-        raise stale(row.run_id, version, expected_version)
+            raise lease_lost(run_id)
+        raise stale(run_id, found[0] if found is not None else None, expected_version)
 
     async def get(self, run_id: str) -> StoredRun | None:
         """Return the latest snapshot and version, or ``None`` (see `RunStore`)."""
-        rows = await self._rows(
-            "get", "SELECT version, snapshot::text FROM {s}.runs WHERE run_id = %s", (run_id,)
-        )
-        if not rows:
+        async with self._use("get") as connection:
+            # One read snapshot for the run's row and its items (the connection is shared by
+            # coroutines, so both reads are one statement rather than one transaction).
+            cursor = await connection.execute(
+                self._sql(
+                    "SELECT 0, version, snapshot::text, layout::text, NULL, NULL FROM {s}.runs "
+                    "WHERE run_id = %(run_id)s UNION ALL "
+                    "SELECT 1, NULL, item.item::text, NULL, item.part, item.position "
+                    "FROM {s}.run_items AS item JOIN {s}.runs AS run "
+                    "ON run.run_id = item.run_id AND run.layout IS NOT NULL "
+                    "WHERE item.run_id = %(run_id)s ORDER BY 1, 5, 6"
+                ),
+                {"run_id": run_id},
+            )
+            rows = await cursor.fetchall()
+        if not rows or rows[0][0] != 0:
             return None
-        version, text = rows[0]
-        return StoredRun(load_snapshot(run_id, text), version)
+        _, version, state, layout, _, _ = rows[0]
+        items = [(part, position, text) for _, _, text, _, part, position in rows[1:]]
+        snapshot, parts = rebuild(run_id, state, layout, items)
+        if parts is not None:
+            self._known.remember(run_id, version, parts)
+        return StoredRun(snapshot, version)
 
     async def list_runs(
         self, *, state: str | None = None, status: str | None = None, limit: int = 50
@@ -388,6 +441,7 @@ class PostgresRunStore:
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
         """Durably store a decision for a request the run waits for (see `RunStore`)."""
         async with self._use("submit_approval") as connection, connection.transaction():
+            # The state record is enough: the requests and decisions are never item rows.
             cursor = await connection.execute(
                 self._sql("SELECT snapshot::text FROM {s}.runs WHERE run_id = %s FOR UPDATE"),
                 (run_id,),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "STORE_SCHEMA_VERSION"]
 
-STORE_SCHEMA_VERSION = 2
+STORE_SCHEMA_VERSION = 3
 """The table layout the SQL stores create and read."""
 
 SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -31,6 +31,13 @@ SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 2: a lease records its holder's process, so a dead holder is taken over
         "ALTER TABLE leases ADD COLUMN host TEXT",
         "ALTER TABLE leases ADD COLUMN pid INTEGER",
+    ),
+    (  # store schema 3: a snapshot's growing parts are item rows, appended as the run goes
+        # (see _layout.py); a run row without a layout still holds its whole snapshot.
+        "ALTER TABLE runs ADD COLUMN layout TEXT",
+        """CREATE TABLE run_items (
+            run_id TEXT NOT NULL, part TEXT NOT NULL, position INTEGER NOT NULL,
+            item TEXT NOT NULL, PRIMARY KEY (run_id, part, position)) WITHOUT ROWID""",
     ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -54,5 +61,11 @@ POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 2
         "ALTER TABLE {s}.leases ADD COLUMN host text",
         "ALTER TABLE {s}.leases ADD COLUMN pid integer",
+    ),
+    (  # store schema 3
+        "ALTER TABLE {s}.runs ADD COLUMN layout json",
+        """CREATE TABLE {s}.run_items (
+            run_id text NOT NULL, part text NOT NULL, position integer NOT NULL,
+            item json NOT NULL, PRIMARY KEY (run_id, part, position))""",
     ),
 )

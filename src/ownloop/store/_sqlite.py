@@ -35,6 +35,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._port import StoredRun
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
@@ -45,13 +46,16 @@ from ownloop.store._sql import (
     load_snapshot,
     newer_store_schema,
     receipt_exists,
-    snapshot_row,
     stale,
 )
 
 __all__ = ["SqliteRunStore"]
 
 _LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ? AND expires_at > ?)"
+
+
+class _Refused(Exception):
+    """A compare-and-set that matched no row: the transaction is rolled back, then explained."""
 
 
 def _iso(moment: datetime) -> str:
@@ -89,6 +93,7 @@ class SqliteRunStore:
         self.synchronous = synchronous
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
+        self._known = KnownRuns()
         self._closed = False
         try:
             self._db = sqlite3.connect(
@@ -156,42 +161,87 @@ class SqliteRunStore:
     async def save(
         self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`)."""
-        row = snapshot_row(snapshot)
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+
+        Only the items added since the version this instance last wrote or read are written, in
+        the transaction of the compare-and-set (see the storage layout in ``_layout.py``).
+        """
+        run_id = snapshot.run_id
+        with self._lock:  # `KnownRuns` is shared by the threads using this store
+            known = self._known.parts_at(run_id, expected_version)
+        plan = plan_save(snapshot, known)
+        row = plan.row
         values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
         held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
         with self._guard("save") as db:
-            if expected_version is None:
-                cursor = db.execute(
-                    "INSERT INTO runs (run_id, version, state, status, stop_reason, updated_at, "
-                    f"snapshot) SELECT ?, 1, ?, ?, ?, ?, ? WHERE {guard} "
-                    "ON CONFLICT (run_id) DO NOTHING",
-                    (row.run_id, *values, *held),
-                )
+            try:
+                with self._transaction():
+                    if expected_version is None:
+                        cursor = db.execute(
+                            "INSERT INTO runs (run_id, version, state, status, stop_reason, "
+                            f"updated_at, snapshot, layout) SELECT ?, 1, ?, ?, ?, ?, ?, ? "
+                            f"WHERE {guard} ON CONFLICT (run_id) DO NOTHING",
+                            (run_id, *values, plan.layout, *held),
+                        )
+                    else:
+                        cursor = db.execute(
+                            "UPDATE runs SET version = version + 1, state = ?, status = ?, "  # noqa: S608 - {guard} is a constant
+                            "stop_reason = ?, updated_at = ?, snapshot = ?, layout = ? "
+                            f"WHERE run_id = ? AND version = ? AND {guard}",
+                            (*values, plan.layout, run_id, expected_version, *held),
+                        )
+                    if cursor.rowcount != 1:
+                        raise _Refused
+                    db.executemany(
+                        "DELETE FROM run_items WHERE run_id = ? AND part = ? AND position >= ?",
+                        [(run_id, part, start) for part, start in plan.cuts],
+                    )
+                    db.executemany(
+                        "INSERT INTO run_items VALUES (?, ?, ?, ?) ON CONFLICT "
+                        "(run_id, part, position) DO UPDATE SET item = excluded.item",
+                        [(run_id, *put) for put in plan.puts],
+                    )
+            except _Refused:
+                found = db.execute("SELECT version FROM runs WHERE run_id = ?", (run_id,))
+                version = found.fetchone()
+                fenced = lease is not None and not self._current(db, lease)
+            except BaseException:
+                self._known.forget(run_id)
+                raise
             else:
-                cursor = db.execute(
-                    "UPDATE runs SET version = version + 1, state = ?, status = ?, "  # noqa: S608 - {guard} is a constant
-                    "stop_reason = ?, updated_at = ?, snapshot = ? "
-                    f"WHERE run_id = ? AND version = ? AND {guard}",
-                    (*values, row.run_id, expected_version, *held),
-                )
-            if cursor.rowcount == 1:
-                return (expected_version or 0) + 1
-            found = db.execute("SELECT version FROM runs WHERE run_id = ?", (row.run_id,))
-            version = found.fetchone()
-            fenced = lease is not None and not self._current(db, lease)
+                saved = (expected_version or 0) + 1
+                self._known.saved(run_id, saved, plan)
+                return saved
         if fenced:
-            raise lease_lost(row.run_id)
-        raise stale(row.run_id, version[0] if version else None, expected_version)
+            raise lease_lost(run_id)
+        raise stale(run_id, version[0] if version else None, expected_version)
 
     async def get(self, run_id: str) -> StoredRun | None:
         """Return the latest snapshot and version, or ``None`` (see `RunStore`)."""
         with self._guard("get") as db:
-            row = db.execute(
-                "SELECT version, snapshot FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-        return None if row is None else StoredRun(load_snapshot(run_id, row[1]), row[0])
+            db.execute("BEGIN")  # one read snapshot for the run's row and its items
+            try:
+                row = db.execute(
+                    "SELECT version, snapshot, layout FROM runs WHERE run_id = ?", (run_id,)
+                ).fetchone()
+                items = (
+                    db.execute(
+                        "SELECT part, position, item FROM run_items WHERE run_id = ? "
+                        "ORDER BY part, position",
+                        (run_id,),
+                    ).fetchall()
+                    if row is not None and row[2] is not None
+                    else []
+                )
+            finally:
+                db.execute("COMMIT")
+            if row is None:
+                return None
+            snapshot, parts = rebuild(run_id, row[1], row[2], items)
+            if parts is not None:
+                self._known.remember(run_id, row[0], parts)
+        return StoredRun(snapshot, row[0])
 
     async def list_runs(
         self, *, state: str | None = None, status: str | None = None, limit: int = 50
@@ -332,6 +382,7 @@ class SqliteRunStore:
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
         """Durably store a decision for a request the run waits for (see `RunStore`)."""
         with self._guard("submit_approval") as db, self._transaction(durable=True):
+            # The state record is enough: the requests and decisions are never item rows.
             row = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
             if not check_submission(
                 run_id,
