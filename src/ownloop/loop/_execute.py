@@ -107,8 +107,9 @@ def execute(
 ) -> Generator[Effect, Outcome, Receipt]:
     """Run the handler until it gives a non-transient receipt, or the run ends.
 
-    A durable write is journaled first under its key; a write the journal already holds is
-    answered from it (see `replay_journaled`) and never executed again.
+    A durable write is journaled first under its key. Callers answer a write the journal
+    already holds from it (`replay_journaled`, before the gateway) and never reach here with it:
+    execution starts only for a call the journal does not hold, or one its lookup cleared.
 
     Args:
         config: The run's configuration.
@@ -124,11 +125,7 @@ def execute(
     """
     spec = validated.tool.spec
     protect_sensitive(state, validated)
-    journaled = config.durable and spec.effect == "write"
-    if journaled:
-        replayed = replay_journaled(state, validated, key)
-        if replayed is not None:
-            return replayed
+    if config.durable and spec.effect == "write":
         yield RecordIntent(
             WriteIntent(
                 run_id=state.run_id,
@@ -294,7 +291,7 @@ def judge_attempt(
     revision = attempted.revision if config.tracks_revision else None
     problem = receipt_problem(spec, call_id, receipt, revision)
     if problem is not None:
-        return receipt_invalid(config, state, validated, receipt, problem, key=key)
+        return receipt_invalid(state, validated, receipt, problem, key=key)
     if receipt.status != "transient":
         state.receipts.append(receipt)
         if config.durable and spec.effect == "write":
@@ -386,7 +383,6 @@ def receipt_problem(
 
 
 def receipt_invalid(
-    config: LoopConfig,
     state: RunState,
     validated: ValidatedCall,
     receipt: Receipt,
@@ -397,7 +393,6 @@ def receipt_invalid(
     """End the run on a receipt that cannot be believed; a write's effect becomes unknown.
 
     Args:
-        config: The run's configuration.
         state: The run's state.
         validated: The call.
         receipt: The bad receipt.
