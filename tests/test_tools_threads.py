@@ -85,7 +85,10 @@ def test_errors_reach_the_caller_and_the_thread_is_reused() -> None:
         with pytest.raises(ValueError, match="boom in") as raised:
             await call_in_thread(boom)
         await asyncio.sleep(0.05)  # the worker is back waiting before the next calls
-        return str(raised.value), {await call_in_thread(ident) for _ in range(60)}
+        # Waiting threads take calls in turn (oldest first), and threads left idle by earlier
+        # tests wait too: one call more than there are threads is sure to reach it.
+        calls = threading.active_count() + 1
+        return str(raised.value), {await call_in_thread(ident) for _ in range(calls)}
 
     message, after = asyncio.run(main())
     assert message.removeprefix("boom in ") in {str(thread) for thread in after}
