@@ -27,7 +27,7 @@ from ownloop.ui import (
     stop_resuming,
 )
 from ownloop.ui._views import age
-from tests.durable_support import postgres_dsn
+from tests.durable_support import fresh_schema, postgres_dsn
 from tests.ui_support import IMAGE, SCRIPT, pause, refund_agent
 
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
@@ -46,9 +46,9 @@ async def opened(store_kind: str, tmp_path: Path) -> AsyncIterator[RunStore]:
         async with SqliteRunStore(tmp_path / "runs.db") as store:
             yield store
     else:
-        schema = f"ui_{tmp_path.name[-12:].lower().replace('-', '_')}"
-        schema = re.sub(r"[^a-z0-9_]", "_", schema)
-        async with PostgresRunStore(postgres_dsn(), schema=schema) as store:
+        # A schema no other run of the suite uses: the test database can outlive one session
+        # (mutation testing runs the suite many times in one process and its forks).
+        async with PostgresRunStore(postgres_dsn(), schema=fresh_schema()) as store:
             yield store
 
 
