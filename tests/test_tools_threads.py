@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ownloop.tools import call_in_thread
+from ownloop.tools import _threads, call_in_thread
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("LABEL", default="unset")
 
@@ -75,8 +75,10 @@ def test_an_abandoned_call_never_delays_the_next_one() -> None:
     assert took < 1.0
 
 
-def test_errors_reach_the_caller_and_the_thread_is_reused() -> None:
+def test_errors_reach_the_caller_and_the_thread_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception is raised in the awaiting task; the thread that raised it takes later calls."""
+    # A pool of its own: idle workers left by earlier tests would take the calls in its place.
+    monkeypatch.setattr("ownloop.tools._threads._workers", _threads._Workers())
 
     def boom() -> None:
         raise ValueError(f"boom in {threading.get_ident()}")
@@ -85,10 +87,7 @@ def test_errors_reach_the_caller_and_the_thread_is_reused() -> None:
         with pytest.raises(ValueError, match="boom in") as raised:
             await call_in_thread(boom)
         await asyncio.sleep(0.05)  # the worker is back waiting before the next calls
-        # Waiting threads take calls in turn (oldest first), and threads left idle by earlier
-        # tests wait too: one call more than there are threads is sure to reach it.
-        calls = threading.active_count() + 1
-        return str(raised.value), {await call_in_thread(ident) for _ in range(calls)}
+        return str(raised.value), {await call_in_thread(ident) for _ in range(60)}
 
     message, after = asyncio.run(main())
     assert message.removeprefix("boom in ") in {str(thread) for thread in after}
