@@ -49,6 +49,26 @@ def test_a_killed_but_unreaped_process_is_gone() -> None:
     child.wait()
 
 
+def test_a_zombie_whose_name_holds_a_parenthesis_is_gone(tmp_path: Path) -> None:
+    """The state is read after the name's last ")", so a name like "x) S (y" cannot hide it."""
+    tricky = tmp_path / "x) S (y"
+    tricky.symlink_to(sys.executable)
+    child = subprocess.Popen([str(tricky), "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while "Z" not in Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1][:3]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert "(x) S (y)" in Path(f"/proc/{child.pid}/stat").read_text()
+    assert holder_is_gone(this_host(), child.pid)
+    child.wait()
+
+
+def test_a_holder_with_no_real_pid_is_never_gone() -> None:
+    """A stored pid of zero or below names no process (kill would mean a group): never gone."""
+    assert not holder_is_gone(this_host(), 0)
+    assert not holder_is_gone(this_host(), -4_000_000)
+
+
 def test_another_users_process_and_an_unreadable_one_are_not_gone(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
