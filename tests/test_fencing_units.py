@@ -236,3 +236,15 @@ def test_any_ids_a_model_sends_run_every_write_once(ids: list[str]) -> None:
     result = agent.run_sync("mark them")
     assert result.status.value == "completed"
     assert done == [*(str(i) for i in range(len(ids))), "100", "101"]
+
+
+def test_a_replayed_receipt_answers_under_the_id_the_model_gave_this_call(tmp_path: Path) -> None:
+    """A journaled receipt recorded under another provider id is replayed with this call's id."""
+    store, job, digest = _queued_export(tmp_path)
+    done = Receipt(call_id="c-old", tool="export", status="ok", effect="applied", data={"n": 1})
+    _journal(store, "call#2", digest, done)
+    result = _agent(job, store, 2).resume_sync("legacy")
+    assert result.status.value == "completed"
+    replayed = [receipt for receipt in result.receipts if receipt.tool == "export"]
+    assert replayed == [done.model_copy(update={"call_id": "c2"})]
+    assert ledger_rows(tmp_path) == []
