@@ -181,3 +181,33 @@ def test_an_external_write_cancelled_mid_call_is_settled_once_it_unwinds() -> No
         assert ctx.idempotency_key is None
 
     asyncio.run(scenario())
+
+
+def test_settling_waits_for_every_attempt_of_the_key_in_any_order() -> None:
+    """Two attempts of one write in flight: ending one still leaves the other to wait for."""
+
+    async def scenario() -> list[bool]:
+        end_first, end_second = write_started("k-two"), write_started("k-two")
+        other = write_started("k-other")
+        seen = []
+        end_first()
+        settled = asyncio.ensure_future(write_settled("k-two"))
+        await asyncio.sleep(0.01)
+        seen.append(settled.done())  # the second attempt still runs
+        end_second()
+        await asyncio.wait_for(settled, 1)
+        seen.append(settled.done())
+        other()
+        await asyncio.wait_for(write_settled("k-other"), 1)
+        return seen
+
+    assert asyncio.run(scenario()) == [False, True]
+
+
+def test_ending_an_attempt_twice_does_nothing_more() -> None:
+    """The end callback may be called again (from any thread) without effect or error."""
+    end = write_started("k-twice")
+    end()
+    end()
+    assert write_started(None) is write_started(None)  # a read tracks nothing
+    asyncio.run(asyncio.wait_for(write_settled("k-twice"), 1))
