@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ownloop.budgets import (
     BudgetBreach,
     ask_send_budget,
+    check_after_usage,
     check_before_model_attempt,
     check_before_model_call,
     check_before_tool_attempt,
@@ -186,3 +187,14 @@ def test_only_an_attempts_further_requests_ask_the_send_budget() -> None:
         ask_send_budget("x", TokenUsage(), 2)
     ask_send_budget("x", TokenUsage(), 1)  # outside a run there is no budget to ask
     assert asked == [1, 2]
+
+
+def test_a_response_crossing_tokens_or_money_is_labelled_after_usage() -> None:
+    """check_after_usage names the token or money budget a counted response reached."""
+    assert check_after_usage(Limits(max_total_tokens=10), Usage(input_tokens=10)) == _breach(
+        "max_total_tokens", 10, 10, "after_usage", StopReason.MAX_TOTAL_TOKENS
+    )
+    assert check_after_usage(Limits(max_cost=1.0), Usage(cost=1.0)) == _breach(
+        "max_cost", 1.0, 1.0, "after_usage", StopReason.MAX_COST
+    )
+    assert check_after_usage(Limits(max_cost=1.0), Usage(cost=0.5)) is None

@@ -25,6 +25,7 @@ from ownloop.tools import (
     NotApplied,
     ToolContext,
     ToolRegistry,
+    _inflight,
     write_settled,
     write_started,
 )
@@ -211,3 +212,12 @@ def test_ending_an_attempt_twice_does_nothing_more() -> None:
     end()
     assert write_started(None) is write_started(None)  # a read tracks nothing
     asyncio.run(asyncio.wait_for(write_settled("k-twice"), 1))
+
+
+def test_a_key_is_forgotten_once_its_last_attempt_ends() -> None:
+    """Nothing stays tracked after every attempt of a write has ended: memory stays bounded."""
+    first, second = write_started("k-forget"), write_started("k-forget")
+    first()
+    assert "k-forget" in _inflight._running
+    second()
+    assert "k-forget" not in _inflight._running

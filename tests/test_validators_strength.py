@@ -19,6 +19,7 @@ from ownloop.validators import (
     Verdict,
     accept_all,
     citations_observed,
+    evidence_rule_of,
     reject_all,
     require_current_check,
     requires_check_before,
@@ -352,3 +353,11 @@ def test_citation_options_that_contradict_are_refused_with_the_reason() -> None:
     with pytest.raises(ConfigurationError) as empty:
         citations_observed(fields=())
     assert str(empty.value) == "citations_observed(fields=...) needs at least one field name"
+
+
+def test_a_run_without_a_rule_records_evidence_with_the_default_rule() -> None:
+    """evidence_rule_of gives the validator's rule, or the default one when it sets none."""
+    assert evidence_rule_of(None) == EvidenceRule()
+    assert evidence_rule_of(accept_all()) == EvidenceRule()
+    by_doc = citations_observed(fields=("doc",))
+    assert evidence_rule_of(by_doc) == EvidenceRule(("doc",), None)
