@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop import Agent, Receipt
+from ownloop import Agent, Receipt, RunResult
 from ownloop.contracts import JournalEntry, Lease, Limits, ModelResponse, ToolCall, WriteIntent
 from ownloop.exceptions import StoreError
 from ownloop.loop import RecordIntent
@@ -180,12 +180,19 @@ def _journal(store: MemoryRunStore, key: str, digest: str, receipt: Receipt | No
     store._journal["legacy"] = [JournalEntry(intent=intent, receipt=receipt)]
 
 
+def _resumed_after_journaling(
+    tmp_path: Path, key: str, receipt_id: str
+) -> tuple[RunResult, Receipt]:
+    """Resume the queued export after its journal got a done receipt under ``key``."""
+    store, job, digest = _queued_export(tmp_path)
+    done = Receipt(call_id=receipt_id, tool="export", status="ok", effect="applied", data={"n": 1})
+    _journal(store, key, digest, done)
+    return _agent(job, store, 2).resume_sync("legacy"), done
+
+
 def test_a_journal_keyed_by_provider_ids_is_still_replayed(tmp_path: Path) -> None:
     """A write journaled before keys existed (under the model's id, same digest) is not rerun."""
-    store, job, digest = _queued_export(tmp_path)
-    done = Receipt(call_id="c2", tool="export", status="ok", effect="applied", data={"done": 1})
-    _journal(store, "c2", digest, done)
-    result = _agent(job, store, 2).resume_sync("legacy")
+    result, _ = _resumed_after_journaling(tmp_path, "c2", "c2")
     assert result.status.value == "completed"
     assert ledger_rows(tmp_path) == []
 
@@ -240,10 +247,7 @@ def test_any_ids_a_model_sends_run_every_write_once(ids: list[str]) -> None:
 
 def test_a_replayed_receipt_answers_under_the_id_the_model_gave_this_call(tmp_path: Path) -> None:
     """A journaled receipt recorded under another provider id is replayed with this call's id."""
-    store, job, digest = _queued_export(tmp_path)
-    done = Receipt(call_id="c-old", tool="export", status="ok", effect="applied", data={"n": 1})
-    _journal(store, "call#2", digest, done)
-    result = _agent(job, store, 2).resume_sync("legacy")
+    result, done = _resumed_after_journaling(tmp_path, "call#2", "c-old")
     assert result.status.value == "completed"
     replayed = [receipt for receipt in result.receipts if receipt.tool == "export"]
     assert replayed == [done.model_copy(update={"call_id": "c2"})]
