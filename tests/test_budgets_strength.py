@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 from ownloop.budgets import (
     BudgetBreach,
+    ask_send_budget,
+    check_after_usage,
     check_before_model_attempt,
     check_before_model_call,
     check_before_tool_attempt,
@@ -15,8 +17,9 @@ from ownloop.budgets import (
     check_cost,
     check_deadline,
     check_tokens,
+    send_budget,
 )
-from ownloop.contracts import Limits, StopReason, Usage
+from ownloop.contracts import Limits, StopReason, TokenUsage, Usage
 
 
 def _breach(  # noqa: PLR0917 - mirrors BudgetBreach's positional fields
@@ -157,3 +160,41 @@ def test_tokens_breach_exactly_when_the_budget_is_crossed(
     assert (breach is not None) is crossed
     if breach is not None:
         assert breach.observed == (used + upcoming if used + upcoming > limit else used)
+
+
+def test_large_whole_numbers_are_written_out_in_a_breach() -> None:
+    """A limit of a million tokens reads 1000000 in the sentence, not 1e+06."""
+    breach = check_tokens(
+        Limits(max_total_tokens=1_000_000), Usage(input_tokens=1_000_000), "after_usage"
+    )
+    assert breach is not None
+    assert breach.describe() == (
+        "budget max_total_tokens exhausted after usage: limit 1000000, observed 1000000 tokens used"
+    )
+
+
+def test_only_an_attempts_further_requests_ask_the_send_budget() -> None:
+    """An attempt's first request (sent 0) was admitted by the loop and is not asked again."""
+    asked: list[int] = []
+
+    class Recording:
+        def admit(self, text: str, spent: TokenUsage, sent: int) -> None:
+            asked.append(sent)
+
+    with send_budget(Recording()):
+        ask_send_budget("x", TokenUsage(), 0)
+        ask_send_budget("x", TokenUsage(), 1)
+        ask_send_budget("x", TokenUsage(), 2)
+    ask_send_budget("x", TokenUsage(), 1)  # outside a run there is no budget to ask
+    assert asked == [1, 2]
+
+
+def test_a_response_crossing_tokens_or_money_is_labelled_after_usage() -> None:
+    """check_after_usage names the token or money budget a counted response reached."""
+    assert check_after_usage(Limits(max_total_tokens=10), Usage(input_tokens=10)) == _breach(
+        "max_total_tokens", 10, 10, "after_usage", StopReason.MAX_TOTAL_TOKENS
+    )
+    assert check_after_usage(Limits(max_cost=1.0), Usage(cost=1.0)) == _breach(
+        "max_cost", 1.0, 1.0, "after_usage", StopReason.MAX_COST
+    )
+    assert check_after_usage(Limits(max_cost=1.0), Usage(cost=0.5)) is None

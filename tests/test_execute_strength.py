@@ -20,9 +20,10 @@ from ownloop import (
     ToolContext,
     TransientToolError,
 )
+from ownloop.exceptions import RunLeased
 from ownloop.policy import allow_writes
 from ownloop.retry import RetryPolicy
-from ownloop.store import SqliteRunStore
+from ownloop.store import MemoryRunStore, SqliteRunStore
 from ownloop.testing import FakeClock, ScriptedModel, final, tool_call
 from ownloop.tools import ToolRegistry
 
@@ -567,3 +568,45 @@ def test_an_unbelievable_write_receipt_is_pending_at_its_own_revision() -> None:
     assert result.detail == (
         "'publish': receipt names call 'other' of tool 'publish', expected call 'c1' of 'publish'"
     )
+
+
+def _taken_over_on_first_attempt(effect: str) -> tuple[MemoryRunStore, ToolRegistry, Counter[str]]:
+    """A tool that fails transiently after another worker took its run over (first attempt)."""
+    store = MemoryRunStore()
+    registry = ToolRegistry()
+    runs = Counter[str]()
+
+    @registry.tool(effect=effect)
+    def push(to: str) -> str:
+        """Push; the first attempt loses the run to another worker, then fails transiently.
+
+        Args:
+            to: Where.
+        """
+        runs[to] += 1
+        if runs[to] == 1:
+            asyncio.run(store.acquire_lease("run-t", "worker-b", 60, take_over=True))
+            raise TransientToolError("busy", retry_after=0)
+        return "pushed"
+
+    return store, registry, runs
+
+
+def test_a_retried_write_is_fenced_from_its_first_retry() -> None:
+    """A write's second attempt first confirms the lease: a worker that lost the run stops there."""
+    store, registry, runs = _taken_over_on_first_attempt("write")
+    model = ScriptedModel([tool_call("push", "c1", to="a"), final("done")])
+    agent = Agent(model, registry, policy=allow_writes("push"), store=store)
+    with pytest.raises(RunLeased):
+        agent.run_sync("q", run_id="run-t")
+    assert runs == Counter({"a": 1})
+
+
+def test_a_retried_read_is_not_fenced() -> None:
+    """Only writes confirm the lease before a retry; a read is retried, harmless to repeat."""
+    store, registry, runs = _taken_over_on_first_attempt("read")
+    model = ScriptedModel([tool_call("push", "c1", to="a"), final("done")])
+    agent = Agent(model, registry, store=store)
+    with pytest.raises(RunLeased):
+        agent.run_sync("q", run_id="run-t")
+    assert runs == Counter({"a": 2})

@@ -25,6 +25,7 @@ from ownloop.tools import (
     NotApplied,
     ToolContext,
     ToolRegistry,
+    _inflight,
     write_settled,
     write_started,
 )
@@ -183,25 +184,40 @@ def test_an_external_write_cancelled_mid_call_is_settled_once_it_unwinds() -> No
     asyncio.run(scenario())
 
 
-def test_a_key_is_settled_only_once_every_attempt_of_it_has_ended() -> None:
-    """Two attempts in flight: waiting ends only after both; ending one twice changes nothing."""
+def test_settling_waits_for_every_attempt_of_the_key_in_any_order() -> None:
+    """Two attempts of one write in flight: ending one still leaves the other to wait for."""
 
-    async def scenario() -> list[str]:
-        seen: list[str] = []
-        first, second = write_started("k4"), write_started("k4")
-
-        async def wait() -> None:
-            await write_settled("k4")
-            seen.append("settled")
-
-        waiter = asyncio.create_task(wait())
-        first()
-        first()  # ending an attempt again is harmless
-        await asyncio.sleep(0.05)
-        seen.append("one ended")
-        second()
-        await waiter
-        await write_settled("k4")  # nothing in flight any more: returns at once
+    async def scenario() -> list[bool]:
+        end_first, end_second = write_started("k-two"), write_started("k-two")
+        other = write_started("k-other")
+        seen = []
+        end_first()
+        settled = asyncio.ensure_future(write_settled("k-two"))
+        await asyncio.sleep(0.01)
+        seen.append(settled.done())  # the second attempt still runs
+        end_second()
+        await asyncio.wait_for(settled, 1)
+        seen.append(settled.done())
+        other()
+        await asyncio.wait_for(write_settled("k-other"), 1)
         return seen
 
-    assert asyncio.run(scenario()) == ["one ended", "settled"]
+    assert asyncio.run(scenario()) == [False, True]
+
+
+def test_ending_an_attempt_twice_does_nothing_more() -> None:
+    """The end callback may be called again (from any thread) without effect or error."""
+    end = write_started("k-twice")
+    end()
+    end()
+    assert write_started(None) is write_started(None)  # a read tracks nothing
+    asyncio.run(asyncio.wait_for(write_settled("k-twice"), 1))
+
+
+def test_a_key_is_forgotten_once_its_last_attempt_ends() -> None:
+    """Nothing stays tracked after every attempt of a write has ended: memory stays bounded."""
+    first, second = write_started("k-forget"), write_started("k-forget")
+    first()
+    assert "k-forget" in _inflight._running
+    second()
+    assert "k-forget" not in _inflight._running

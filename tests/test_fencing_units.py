@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop import Agent, Receipt
+from ownloop import Agent, Receipt, RunResult
 from ownloop.contracts import JournalEntry, Lease, Limits, ModelResponse, ToolCall, WriteIntent
 from ownloop.exceptions import StoreError
 from ownloop.loop import RecordIntent
@@ -47,6 +47,26 @@ def test_a_killed_but_unreaped_process_is_gone() -> None:
         time.sleep(0.01)
     assert holder_is_gone(this_host(), child.pid)
     child.wait()
+
+
+def test_a_zombie_whose_name_holds_a_parenthesis_is_gone(tmp_path: Path) -> None:
+    """The state is read after the name's last ")", so a name like "x) S (y" cannot hide it."""
+    tricky = tmp_path / "x) S (y"
+    tricky.symlink_to(sys.executable)
+    child = subprocess.Popen([str(tricky), "-c", "pass"])
+    deadline = time.monotonic() + 10
+    while "Z" not in Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1][:3]:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert "(x) S (y)" in Path(f"/proc/{child.pid}/stat").read_text()
+    assert holder_is_gone(this_host(), child.pid)
+    child.wait()
+
+
+def test_a_holder_with_no_real_pid_is_never_gone() -> None:
+    """A stored pid of zero or below names no process (kill would mean a group): never gone."""
+    assert not holder_is_gone(this_host(), 0)
+    assert not holder_is_gone(this_host(), -4_000_000)
 
 
 def test_another_users_process_and_an_unreadable_one_are_not_gone(
@@ -160,12 +180,19 @@ def _journal(store: MemoryRunStore, key: str, digest: str, receipt: Receipt | No
     store._journal["legacy"] = [JournalEntry(intent=intent, receipt=receipt)]
 
 
+def _resumed_after_journaling(
+    tmp_path: Path, key: str, receipt_id: str
+) -> tuple[RunResult, Receipt]:
+    """Resume the queued export after its journal got a done receipt under ``key``."""
+    store, job, digest = _queued_export(tmp_path)
+    done = Receipt(call_id=receipt_id, tool="export", status="ok", effect="applied", data={"n": 1})
+    _journal(store, key, digest, done)
+    return _agent(job, store, 2).resume_sync("legacy"), done
+
+
 def test_a_journal_keyed_by_provider_ids_is_still_replayed(tmp_path: Path) -> None:
     """A write journaled before keys existed (under the model's id, same digest) is not rerun."""
-    store, job, digest = _queued_export(tmp_path)
-    done = Receipt(call_id="c2", tool="export", status="ok", effect="applied", data={"done": 1})
-    _journal(store, "c2", digest, done)
-    result = _agent(job, store, 2).resume_sync("legacy")
+    result, _ = _resumed_after_journaling(tmp_path, "c2", "c2")
     assert result.status.value == "completed"
     assert ledger_rows(tmp_path) == []
 
@@ -216,3 +243,12 @@ def test_any_ids_a_model_sends_run_every_write_once(ids: list[str]) -> None:
     result = agent.run_sync("mark them")
     assert result.status.value == "completed"
     assert done == [*(str(i) for i in range(len(ids))), "100", "101"]
+
+
+def test_a_replayed_receipt_answers_under_the_id_the_model_gave_this_call(tmp_path: Path) -> None:
+    """A journaled receipt recorded under another provider id is replayed with this call's id."""
+    result, done = _resumed_after_journaling(tmp_path, "call#2", "c-old")
+    assert result.status.value == "completed"
+    replayed = [receipt for receipt in result.receipts if receipt.tool == "export"]
+    assert replayed == [done.model_copy(update={"call_id": "c2"})]
+    assert ledger_rows(tmp_path) == []

@@ -267,3 +267,16 @@ def test_resume_is_awaitable_and_refuses_a_running_loop() -> None:
         assert done.status is RunStatus.COMPLETED
 
     asyncio.run(inside())
+
+
+def test_the_request_id_is_stable_within_a_run_and_differs_across_runs() -> None:
+    """The same call in the same run gets the same request id; another run gets another id."""
+    ids = []
+    for run_id in ("run-a", "run-a", "run-b"):
+        model = ScriptedModel([tool_call("refund", "c1", order_id="o-1", amount=500)])
+        result = _agent(model, Counter()).run_sync("refund", actor=ALICE, run_id=run_id)
+        (request,) = result.approval_requests
+        ids.append((request.id, request.digest))
+    assert ids[0] == ids[1]
+    assert ids[0][1] == ids[2][1]
+    assert ids[0][0] != ids[2][0]

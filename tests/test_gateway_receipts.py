@@ -241,3 +241,21 @@ def test_reconcile_is_only_for_write_tools() -> None:
         def read() -> str:
             """Read."""
             return "x"
+
+
+def test_a_pending_write_from_an_invalid_receipt_keeps_its_journal_and_idempotency_keys() -> None:
+    """The pending entry names the call's journal key and the idempotency key its handler saw."""
+    registry = ToolRegistry()
+    seen: list[str | None] = []
+
+    @registry.tool(effect="write")
+    def publish(ctx: ToolContext) -> Receipt:
+        """Return a receipt for another call."""
+        seen.append(ctx.idempotency_key)
+        return Receipt(call_id="other", tool="publish", effect="applied")
+
+    model = ScriptedModel([tool_call("publish", "c1")])
+    result = Agent(model, registry, policy=allow_writes("publish")).run_sync("q")
+    assert result.stop_reason is StopReason.RECEIPT_INVALID
+    (pending,) = result.pending
+    assert (pending.journal_key, pending.idempotency_key) == ("call#1", seen[0])

@@ -474,3 +474,64 @@ def test_a_write_whose_receipt_is_unknown_may_be_journaled_again(store: RunStore
     run(store.record_receipt("run-1", "c1", unknown))
     run(store.record_intent(_intent("c1")))
     assert [entry.receipt for entry in run(store.journal("run-1"))] == [None]
+
+
+def test_lease_errors_say_who_holds_the_run_and_what_to_do(store: RunStore, run: Run) -> None:
+    """A held run names its holder and the ways on; a lost lease says nothing more is recorded."""
+    held = run(store.acquire_lease("run-1", "worker-a", 60))
+    with pytest.raises(RunLeased) as busy:
+        run(store.acquire_lease("run-1", "worker-b", 60))
+    message = str(busy.value)
+    assert message.startswith("run run-1 is being executed by worker-a until ")
+    assert message.endswith(
+        "; resume it after that worker finishes or its lease expires, or take it over "
+        "(resume(..., take_over=True), ownloop runs unlock) if that worker is dead"
+    )
+    run(store.release_lease(held))
+    with pytest.raises(RunLeased) as lost:
+        run(store.save(snapshot(), expected_version=None, lease=held))
+    assert str(lost.value) == (
+        "the lease on run run-1 was lost: it expired or another worker took the run over, "
+        "so this worker records nothing more for it"
+    )
+
+
+def test_an_intent_for_a_finished_write_says_the_view_is_stale(store: RunStore, run: Run) -> None:
+    """A second intent for a write with a receipt is refused, saying it will not run again."""
+    run(store.record_intent(_intent("c1")))
+    run(store.record_receipt("run-1", "c1", _receipt("c1")))
+    with pytest.raises(StaleCheckpoint) as stale:
+        run(store.record_intent(_intent("c1")))
+    assert str(stale.value) == (
+        "write c1 of run run-1 already has a receipt: this worker's view of the run is stale, "
+        "so the write is not executed again"
+    )
+
+
+def test_a_misaddressed_decision_lists_what_the_run_waits_for(store: RunStore, run: Run) -> None:
+    """A decision for no stored run, or for a request the run does not wait for, names both."""
+    with pytest.raises(RunNotFound) as missing:
+        run(store.submit_approval("missing", _approval("req-1")))
+    assert str(missing.value) == "no run 'missing' is stored: there is nothing to approve"
+    _waiting(store, run, "run-1", "req-2", "req-1")
+    with pytest.raises(UnknownApprovalRequest) as unknown:
+        run(store.submit_approval("run-1", _approval("req-9")))
+    assert str(unknown.value) == (
+        "run run-1 is not waiting for request 'req-9' (waiting: req-1, req-2); nothing was stored"
+    )
+    _waiting(store, run, "run-2")
+    with pytest.raises(UnknownApprovalRequest) as idle:
+        run(store.submit_approval("run-2", _approval("req-1")))
+    assert "(waiting: none); nothing was stored" in str(idle.value)
+    assert run(store.submitted_approvals("run-1")) == []
+
+
+def test_a_repeated_decision_is_stored_once_after_decisions_for_other_requests(
+    store: RunStore, run: Run
+) -> None:
+    """A repeated click is found among the decisions stored for the run's other requests."""
+    _waiting(store, run, "run-1", "req-1", "req-2")
+    run(store.submit_approval("run-1", _approval("req-1")))
+    run(store.submit_approval("run-1", _approval("req-2")))
+    run(store.submit_approval("run-1", _approval("req-2")))
+    assert [a.request_id for a in run(store.submitted_approvals("run-1"))] == ["req-1", "req-2"]

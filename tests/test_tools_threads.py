@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from ownloop.tools import call_in_thread
+from ownloop.tools import _threads, call_in_thread
 
 LABEL: contextvars.ContextVar[str] = contextvars.ContextVar("LABEL", default="unset")
 
@@ -75,8 +75,10 @@ def test_an_abandoned_call_never_delays_the_next_one() -> None:
     assert took < 1.0
 
 
-def test_errors_reach_the_caller_and_the_thread_is_reused() -> None:
+def test_errors_reach_the_caller_and_the_thread_is_reused(monkeypatch: pytest.MonkeyPatch) -> None:
     """An exception is raised in the awaiting task; the thread that raised it takes later calls."""
+    # A pool of its own: idle workers left by earlier tests would take the calls in its place.
+    monkeypatch.setattr("ownloop.tools._threads._workers", _threads._Workers())
 
     def boom() -> None:
         raise ValueError(f"boom in {threading.get_ident()}")

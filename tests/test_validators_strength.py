@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ownloop import ConfigurationError, Evidence, Receipt
+from ownloop.evidence import DEFAULT_EVIDENCE_FIELDS, EvidenceRule
 from ownloop.validators import (
     Accept,
     CompletionContext,
@@ -18,6 +19,7 @@ from ownloop.validators import (
     Verdict,
     accept_all,
     citations_observed,
+    evidence_rule_of,
     reject_all,
     require_current_check,
     requires_check_before,
@@ -280,3 +282,82 @@ def test_a_precondition_built_directly_checks_the_passed_field() -> None:
     assert guard.problem("apply", CURRENT) is None
     failing = CompletionContext(receipts=(FAILING,), revision="r1")
     assert guard.problem("apply", failing) is not None
+
+
+def test_unreadable_citations_are_named_ten_at_most_with_how_to_cite() -> None:
+    """An unreadable citation is rejected naming the first ten such brackets and the right form."""
+    check = citations_observed()
+    how = "cite as [ID] or [ID1, ID2], with each id exactly as a tool showed it"
+    assert check("[ A1 ] and [B 2]", EVIDENCE) == Reject(
+        f"the answer has citation(s) that cannot be read: [ A1 ], [B 2]; {how}",
+        "citations_observed(min_citations=0)",
+    )
+    eleven = check(" ".join(f"[ A{i} ]" for i in range(11)), EVIDENCE)
+    shown = ", ".join(f"[ A{i} ]" for i in range(10))
+    assert eleven == Reject(
+        f"the answer has citation(s) that cannot be read: {shown}; {how}",
+        "citations_observed(min_citations=0)",
+    )
+
+
+def test_more_than_twenty_unknown_ids_are_counted_not_listed() -> None:
+    """Up to twenty unknown ids are listed; past twenty the rest are counted as "and N more"."""
+    check = citations_observed()
+    twenty = [f"X-{i:02}" for i in range(20)]
+    exactly = check(" ".join(f"[{i}]" for i in twenty), ())
+    assert isinstance(exactly, Reject)
+    assert exactly.reason.startswith(f"the answer cites {', '.join(twenty)}, which no tool")
+    over = check(" ".join(f"[{i}]" for i in [*twenty, "X-20", "X-21"]), ())
+    assert isinstance(over, Reject)
+    assert over.reason.startswith(f"the answer cites {', '.join(twenty)} and 2 more, which")
+
+
+def test_a_custom_pattern_reads_lists_split_by_commas_or_semicolons() -> None:
+    """With a custom pattern, a captured "A, B" or "A; B" cites each id, and each is checked."""
+    check = citations_observed(r"<([^>]+)>")
+    assert check("<R-02; R-02>", EVIDENCE) == Accept()
+    verdict = check("<R-02; X-9, Y-8>", EVIDENCE)
+    assert isinstance(verdict, Reject)
+    assert verdict.reason.startswith("the answer cites X-9, Y-8, which no tool showed")
+
+
+def test_citations_set_an_evidence_rule_only_when_told_how_to_find_ids() -> None:
+    """The default check leaves the run's default evidence rule; fields= or extract= set one."""
+    assert citations_observed().evidence_rule is None
+    by_field = citations_observed(fields=("doc",))
+    assert by_field.evidence_rule == EvidenceRule(("doc",), None)
+
+    def ids(result: object) -> list[str]:
+        return []
+
+    assert citations_observed(extract=ids).evidence_rule == EvidenceRule(
+        DEFAULT_EVIDENCE_FIELDS, ids
+    )
+
+
+def test_an_or_composition_takes_the_first_evidence_rule_its_parts_set() -> None:
+    """The composition a | b records evidence with a's rule, or b's when a sets none."""
+    by_doc = citations_observed(fields=("doc",))
+    by_url = citations_observed(fields=("url",))
+    assert (by_doc | accept_all()).evidence_rule == by_doc.evidence_rule
+    assert (accept_all() | by_url).evidence_rule == by_url.evidence_rule
+    assert (by_doc | by_url).evidence_rule == by_doc.evidence_rule
+    assert (accept_all() | reject_all()).evidence_rule is None
+
+
+def test_citation_options_that_contradict_are_refused_with_the_reason() -> None:
+    """fields= with extract=, or an empty fields=, is refused naming what is wrong."""
+    with pytest.raises(ConfigurationError) as both:
+        citations_observed(fields=("id",), extract=lambda result: [])
+    assert str(both.value) == "citations_observed takes fields= or extract=, not both"
+    with pytest.raises(ConfigurationError) as empty:
+        citations_observed(fields=())
+    assert str(empty.value) == "citations_observed(fields=...) needs at least one field name"
+
+
+def test_a_run_without_a_rule_records_evidence_with_the_default_rule() -> None:
+    """evidence_rule_of gives the validator's rule, or the default one when it sets none."""
+    assert evidence_rule_of(None) == EvidenceRule()
+    assert evidence_rule_of(accept_all()) == EvidenceRule()
+    by_doc = citations_observed(fields=("doc",))
+    assert evidence_rule_of(by_doc) == EvidenceRule(("doc",), None)
