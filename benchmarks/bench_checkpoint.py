@@ -29,12 +29,13 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _records import records_registry
+
 from ownloop import Agent
 from ownloop.contracts import ModelResponse, RunSnapshot, WriteIntent
 from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
-from ownloop.tools import ToolRegistry
 
 STEPS = 9
 JOURNAL_RECORDS = 8  # an intent and a receipt for each of the four writes
@@ -47,33 +48,6 @@ def _script() -> list[ModelResponse]:
         steps.append(tool_call("lookup", f"r{turn}", key=f"k{turn}"))
         steps.append(tool_call("record", f"w{turn}", key=f"k{turn}", value=turn))
     return [*steps, final("done")]
-
-
-def _registry() -> ToolRegistry:
-    registry = ToolRegistry()
-    records: dict[str, int] = {}
-
-    @registry.tool
-    def lookup(key: str) -> dict[str, Any]:
-        """Read a record.
-
-        Args:
-            key: The record.
-        """
-        return {"id": key, "title": f"record {key}", "value": records.get(key)}
-
-    @registry.tool(effect="write")
-    def record(key: str, value: int) -> dict[str, Any]:
-        """Write a record.
-
-        Args:
-            key: The record.
-            value: Its value.
-        """
-        records[key] = value
-        return {"id": key, "stored": value}
-
-    return registry
 
 
 class _Counting:
@@ -95,7 +69,7 @@ class _Counting:
 
 
 async def _runs(store: RunStore | None, runs: int) -> tuple[list[float], _Counting | None]:
-    registry = _registry()
+    registry = records_registry(lambda key: {"title": f"record {key}"})
     counting = _Counting(store) if store is not None else None
     timings = []
     for _ in range(runs):

@@ -35,13 +35,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from _records import records_registry, throwaway_postgres
+
 from ownloop import Agent, ContextPolicy, Limits
 from ownloop.contracts import ModelRequest, ModelResponse, RunSnapshot
 from ownloop.loop import core
 from ownloop.policy import allow_writes
-from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.store import MemoryRunStore, RunStore, SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
-from ownloop.tools import ToolRegistry
 
 WINDOW = 2  # steps either side of a measured step
 TEXT = "The quarterly figures were reconciled against the ledger; no gaps were found. " * 5
@@ -57,31 +58,8 @@ def _script(steps: int) -> list[ModelResponse]:
     return [*responses, final("done")]
 
 
-def _registry() -> ToolRegistry:
-    registry = ToolRegistry()
-    records: dict[str, int] = {}
-
-    @registry.tool
-    def lookup(key: str) -> dict[str, Any]:
-        """Read a record.
-
-        Args:
-            key: The record.
-        """
-        return {"id": key, "title": f"record {key}", "text": TEXT, "value": records.get(key)}
-
-    @registry.tool(effect="write")
-    def record(key: str, value: int) -> dict[str, Any]:
-        """Write a record.
-
-        Args:
-            key: The record.
-            value: Its value.
-        """
-        records[key] = value
-        return {"id": key, "stored": value}
-
-    return registry
+def _describe(key: str) -> dict[str, Any]:
+    return {"title": f"record {key}", "text": TEXT}
 
 
 class _Forgetful(ScriptedModel):
@@ -131,7 +109,7 @@ async def _one_run(store: RunStore, steps: int) -> dict[str, dict[int, float]]:
     _time_snapshot_building(build)
     agent = Agent(
         _Forgetful(_script(steps)),
-        _registry(),
+        records_registry(_describe),
         policy=allow_writes("record"),
         context=ContextPolicy(),  # compacts the conversation now and then: messages are rewritten
         store=_Timed(store, save),  # type: ignore[arg-type]
@@ -181,14 +159,8 @@ async def _all(steps: int, runs: int, dsn: str | None, directory: Path) -> dict[
     if not dsn:
         print("postgres skipped: no --dsn or OWNLOOP_TEST_POSTGRES_DSN", file=sys.stderr)
         return report
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    postgres = PostgresRunStore(dsn, schema=schema)
-    try:
+    async with throwaway_postgres(dsn) as postgres:
         report["postgres"] = await _measure(postgres, steps, runs, marks)
-    finally:
-        connection = await postgres._connect()
-        await connection.execute(f"DROP SCHEMA {schema} CASCADE")
-        await postgres.close()
     return report
 
 

@@ -27,14 +27,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from _records import records_registry, throwaway_postgres
+
 from ownloop import Agent
 from ownloop.contracts import ModelResponse, WriteIntent
 from ownloop.loop import run_loop
 from ownloop.policy import allow_writes
 from ownloop.runtime import RunSession
-from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.store import MemoryRunStore, RunStore, SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
-from ownloop.tools import ToolRegistry
 
 TTL = 30.0
 STEPS = 9
@@ -49,35 +50,10 @@ def _script() -> list[ModelResponse]:
     return [*steps, final("done")]
 
 
-def _registry() -> ToolRegistry:
-    registry = ToolRegistry()
-    records: dict[str, int] = {}
-
-    @registry.tool
-    def lookup(key: str) -> dict[str, Any]:
-        """Read a record.
-
-        Args:
-            key: The record.
-        """
-        return {"id": key, "value": records.get(key)}
-
-    @registry.tool(effect="write")
-    def record(key: str, value: int) -> dict[str, Any]:
-        """Write a record.
-
-        Args:
-            key: The record.
-            value: Its value.
-        """
-        records[key] = value
-        return {"id": key, "stored": value}
-
-    return registry
-
-
 async def _one_run(store: RunStore, fenced: bool) -> float:
-    agent = Agent(ScriptedModel(_script()), _registry(), policy=allow_writes("record"), store=store)
+    agent = Agent(
+        ScriptedModel(_script()), records_registry(), policy=allow_writes("record"), store=store
+    )
     run_id = uuid.uuid4().hex
     state = agent.new_state("update the records", run_id=run_id)
     started = time.perf_counter()
@@ -144,14 +120,8 @@ async def _main(runs: int, rounds: int, dsn: str | None) -> dict[str, Any]:
         report["sqlite"] = await _measure(sqlite, runs, rounds)
         await sqlite.close()
     if dsn:
-        schema = f"bench_{uuid.uuid4().hex[:8]}"
-        postgres = PostgresRunStore(dsn, schema=schema)
-        try:
+        async with throwaway_postgres(dsn) as postgres:
             report["postgres"] = await _measure(postgres, runs, rounds)
-        finally:
-            connection = await postgres._connect()
-            await connection.execute(f"DROP SCHEMA {schema} CASCADE")
-            await postgres.close()
     return report
 
 
