@@ -32,6 +32,17 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._port import StoredRun
+from ownloop.store._postgres_sql import (
+    ACQUIRE,
+    CURRENT,
+    HELD,
+    INSERT,
+    INTENT,
+    NO_LEASE,
+    RECEIPT,
+    SAVE,
+    UPDATE,
+)
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
@@ -51,62 +62,6 @@ if TYPE_CHECKING:
 __all__ = ["PostgresRunStore"]
 
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
-
-_HELD = (
-    "held AS (SELECT 1 FROM {s}.leases WHERE run_id = %(run_id)s AND token = %(token)s "
-    "AND expires_at > clock_timestamp() FOR SHARE)"
-)
-_INSERT = (
-    "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot, "
-    "layout) SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, %(updated_at)s, "
-    "%(snapshot)s::json, %(layout)s::json WHERE {guard} ON CONFLICT (run_id) DO NOTHING "
-    "RETURNING run_id"
-)
-_UPDATE = (
-    "UPDATE {s}.runs SET version = version + 1, state = %(state)s, status = %(status)s, "
-    "stop_reason = %(stop_reason)s, updated_at = %(updated_at)s, snapshot = %(snapshot)s::json, "
-    "layout = %(layout)s::json "
-    "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard} RETURNING run_id"
-)
-# One statement, so one atomic unit even on a connection shared by coroutines: the item rows
-# change only when the compare-and-set (and the lease check) matched — ``cut`` and ``put`` read
-# ``saved``. They never touch the same row: ``put`` writes positions below a part's new length,
-# ``cut`` deletes from it onwards (or every row, when the save writes all items).
-_SAVE = (
-    "WITH {held}, saved AS ({write}), "
-    "cut AS (DELETE FROM {s}.run_items AS item USING saved, "
-    "unnest(%(cut_parts)s::text[], %(cut_from)s::integer[]) AS c(part, position) "
-    "WHERE item.run_id = saved.run_id AND item.part = c.part AND item.position >= c.position), "
-    "put AS (INSERT INTO {s}.run_items (run_id, part, position, item) "
-    "SELECT saved.run_id, p.part, p.position, p.item::json FROM saved, "
-    "unnest(%(put_parts)s::text[], %(put_positions)s::integer[], %(put_items)s::text[]) "
-    "AS p(part, position, item) "
-    "ON CONFLICT (run_id, part, position) DO UPDATE SET item = excluded.item) "
-    "SELECT count(*) FROM saved"
-)
-_ACQUIRE = (
-    "WITH old AS (SELECT owner FROM {s}.leases WHERE run_id = %(run_id)s "
-    "AND expires_at > clock_timestamp()) "
-    "INSERT INTO {s}.leases AS held (run_id, owner, token, expires_at, host, pid) "
-    "VALUES (%(run_id)s, %(owner)s, %(token)s, clock_timestamp() + make_interval(secs => %(ttl)s), "
-    "%(host)s, %(pid)s) "
-    "ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, token = excluded.token, "
-    "expires_at = excluded.expires_at, host = excluded.host, pid = excluded.pid "
-    "WHERE held.expires_at <= clock_timestamp() OR %(force)s OR held.token = %(replace)s "
-    "RETURNING expires_at, (SELECT owner FROM old)"
-)
-_INTENT = (
-    "WITH {held} INSERT INTO {s}.journal AS entry (run_id, call_id, intent) "
-    "SELECT %(run_id)s, %(call_id)s, %(intent)s::json WHERE {guard} "
-    "ON CONFLICT (run_id, call_id) DO UPDATE SET intent = excluded.intent, receipt = NULL "
-    "WHERE entry.receipt IS NULL OR entry.receipt->>'status' = 'unknown'"
-)
-_RECEIPT = (
-    "WITH {held} UPDATE {s}.journal SET receipt = %(receipt)s::json "
-    "WHERE run_id = %(run_id)s AND call_id = %(call_id)s AND {guard}"
-)
-_NO_LEASE = "nothing AS (SELECT 1)"
-_CURRENT = "WITH " + _HELD + " SELECT EXISTS (SELECT 1 FROM held)"  # noqa: S608 - constants
 
 
 class PostgresRunStore:
@@ -244,11 +199,11 @@ class PostgresRunStore:
             "put_positions": [position for _, position, _ in plan.puts],
             "put_items": [item for _, _, item in plan.puts],
         }
-        held, guard = (_HELD, "EXISTS (SELECT 1 FROM held)") if lease else (_NO_LEASE, "true")
-        write = (_INSERT if expected_version is None else _UPDATE).format(guard=guard, s="{s}")
+        held, guard = (HELD, "EXISTS (SELECT 1 FROM held)") if lease else (NO_LEASE, "true")
+        write = (INSERT if expected_version is None else UPDATE).format(guard=guard, s="{s}")
         async with self._use("save") as connection:
             try:
-                sql = self._sql(_SAVE.format(held=held, write=write, s="{s}"))
+                sql = self._sql(SAVE.format(held=held, write=write, s="{s}"))
                 cursor = await connection.execute(sql, params)
                 saved = await cursor.fetchone()
             except BaseException:
@@ -264,7 +219,7 @@ class PostgresRunStore:
             found = await cursor.fetchone()
             current = True
             if lease is not None:
-                cursor = await connection.execute(self._sql(_CURRENT), params)
+                cursor = await connection.execute(self._sql(CURRENT), params)
                 lease_row = await cursor.fetchone()
                 current = bool(lease_row and lease_row[0])
         if not current:
@@ -335,7 +290,7 @@ class PostgresRunStore:
             "force": take_over,
             "replace": None,
         }
-        rows = await self._rows("acquire_lease", _ACQUIRE, params)
+        rows = await self._rows("acquire_lease", ACQUIRE, params)
         if not rows:
             held = await self._rows(
                 "acquire_lease",
@@ -345,7 +300,7 @@ class PostgresRunStore:
             if held and not holder_is_gone(held[0][2], held[0][3]):
                 raise lease_held(run_id, held[0][0], held[0][1].astimezone(UTC))
             params["replace"] = held[0][4] if held else None  # that very (dead) acquisition
-            rows = await self._rows("acquire_lease", _ACQUIRE, params)
+            rows = await self._rows("acquire_lease", ACQUIRE, params)
             if not rows:  # pragma: no cover - another worker took it between two statements
                 return await self.acquire_lease(run_id, owner, ttl_s, take_over=take_over)
         expires_at, taken_from = rows[0]
@@ -385,12 +340,12 @@ class PostgresRunStore:
     ) -> int:
         """Run one journal statement, applied only while ``lease`` is current (when given)."""
         params = {**params, "token": None if lease is None else lease.token}
-        held, guard = (_HELD, "EXISTS (SELECT 1 FROM held)") if lease else (_NO_LEASE, "true")
+        held, guard = (HELD, "EXISTS (SELECT 1 FROM held)") if lease else (NO_LEASE, "true")
         async with self._use(operation) as connection:
             sql = self._sql(template.format(held=held, guard=guard, s="{s}"))
             cursor = await connection.execute(sql, params)
             if cursor.rowcount == 0 and lease is not None:
-                cursor = await connection.execute(self._sql(_CURRENT), params)
+                cursor = await connection.execute(self._sql(CURRENT), params)
                 current = await cursor.fetchone()
                 if not (current and current[0]):
                     raise lease_lost(lease.run_id)
@@ -409,7 +364,7 @@ class PostgresRunStore:
             "call_id": intent.call_id,
             "intent": intent.model_dump_json(),
         }
-        if await self._fenced("record_intent", _INTENT, params, lease) == 0:
+        if await self._fenced("record_intent", INTENT, params, lease) == 0:
             raise receipt_exists(intent.run_id, intent.call_id)
 
     async def record_receipt(
@@ -421,7 +376,7 @@ class PostgresRunStore:
             RunLeased: If ``lease`` is no longer current.
         """
         params = {"run_id": run_id, "call_id": call_id, "receipt": receipt.model_dump_json()}
-        await self._fenced("record_receipt", _RECEIPT, params, lease)
+        await self._fenced("record_receipt", RECEIPT, params, lease)
 
     async def journal(self, run_id: str) -> list[JournalEntry]:
         """Return the run's write journal, in the order the intents were recorded."""
