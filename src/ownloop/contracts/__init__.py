@@ -51,9 +51,10 @@ from ownloop.contracts.messages import (
 from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, TokenUsage
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
-from ownloop.contracts.status import RunStatus, StopReason, Versions
+from ownloop.contracts.status import RunStatus, StopReason, ToolVersion, Versions
 from ownloop.contracts.stream import BudgetWarning, StreamEnded, StreamEvent, TextDelta
 from ownloop.contracts.tools import (
+    CallIdentity,
     Effect,
     Evidence,
     Receipt,
@@ -75,6 +76,7 @@ __all__ = [
     "AssistantMessage",
     "BudgetExhausted",
     "BudgetWarning",
+    "CallIdentity",
     "CompletionRejected",
     "ConfigurationChanged",
     "ContextCompacted",
@@ -124,6 +126,7 @@ __all__ = [
     "ToolRejected",
     "ToolSpec",
     "ToolStarted",
+    "ToolVersion",
     "TraceEvent",
     "Usage",
     "UserMessage",
