@@ -579,8 +579,8 @@ class Agent:
     ) -> ValidatedCall | None:
         entry = state.journal.get(key)
         if entry is not None and entry.intent.arguments is not None:
-            if entry.intent.arguments_digest != digest:
-                return None
+            if entry.intent.tool != call.name or entry.intent.arguments_digest != digest:
+                return None  # a model may reuse a call id for another call
             return self.tools.restore(call, dict(entry.intent.arguments), digest)
         validated = self.tools.validate(call)
         if isinstance(validated, ValidatedCall) and digest in (
