@@ -16,7 +16,8 @@ Encoding, version 1 (`encode`; JSON values in, JSON values out):
 - ``Decimal`` becomes ``{"$decimal": str(d)}`` (``1.10`` and ``1.1`` differ); ``datetime``,
   ``date`` and ``time`` their ISO 8601 text under ``$datetime``, ``$date``, ``$time`` (the
   offset kept: the same instant at two offsets is two values); ``timedelta`` becomes
-  ``{"$timedelta": [days, seconds, microseconds]}``; ``UUID`` its text under ``$uuid``.
+  ``{"$timedelta": [days, seconds, microseconds]}``; ``UUID`` its text under ``$uuid``; a URL
+  (``AnyUrl`` and its kinds) its text under ``$url``; a path its POSIX text under ``$path``.
 - ``bytes`` become ``{"$bytes": base64}``; ``SecretStr`` and ``SecretBytes`` their *real* value
   under ``$secret`` / ``$secret_bytes`` (never the mask: an approval binds what runs).
 - An enum member becomes ``{"$enum": <its value, encoded>}``.
@@ -49,10 +50,12 @@ import typing
 from collections.abc import Mapping
 from datetime import date, datetime, time, timedelta
 from decimal import Decimal
+from pathlib import PurePath
 from typing import Any, get_args, get_origin
 from uuid import UUID
 
-from pydantic import BaseModel, SecretBytes, SecretStr
+from pydantic import AnyUrl, BaseModel, SecretBytes, SecretStr
+from pydantic_core import Url
 
 from ownloop.exceptions import ConfigurationError
 
@@ -72,7 +75,8 @@ DIGEST_VERSION = 1
 _TAGS = frozenset(
     {
         "$float", "$decimal", "$datetime", "$date", "$time", "$timedelta", "$uuid", "$bytes",
-        "$secret", "$secret_bytes", "$enum", "$set", "$map", "$model", "$dataclass",
+        "$secret", "$secret_bytes", "$enum", "$set", "$map", "$model", "$dataclass", "$url",
+        "$path",
     }
 )  # fmt: skip
 _NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
@@ -132,6 +136,10 @@ def _scalar(value: Any) -> dict[str, Any] | None:  # noqa: PLR0911 - one per typ
         return {"$timedelta": [value.days, value.seconds, value.microseconds]}
     if isinstance(value, UUID):
         return {"$uuid": str(value)}
+    if isinstance(value, AnyUrl | Url):
+        return {"$url": str(value)}
+    if isinstance(value, PurePath):
+        return {"$path": value.as_posix()}
     return None
 
 
@@ -239,6 +247,8 @@ def _decode_tagged(tag: str, inner: Any) -> Any:
         "$time": lambda: time.fromisoformat(inner),
         "$timedelta": lambda: timedelta(days=inner[0], seconds=inner[1], microseconds=inner[2]),
         "$uuid": lambda: UUID(inner),
+        "$url": lambda: inner,
+        "$path": lambda: inner,
         "$bytes": lambda: base64.b64decode(inner),
         "$secret": lambda: inner,
         "$secret_bytes": lambda: base64.b64decode(inner),
@@ -261,7 +271,7 @@ def _hashable(value: Any) -> Any:
 
 _SCALAR_TYPES: tuple[type[Any], ...] = (
     bool, int, float, str, bytes, bytearray, Decimal, datetime, date, time, timedelta, UUID,
-    SecretStr, SecretBytes, enum.Enum, type(None),
+    SecretStr, SecretBytes, enum.Enum, type(None), AnyUrl, Url, PurePath,
 )  # fmt: skip
 _CONTAINERS = frozenset({list, tuple, set, frozenset, dict})
 

@@ -335,9 +335,10 @@ def build_tool(
             None,
             f"the name {tool_name!r} does not match {TOOL_NAME_PATTERN}; pass name=...",
         )
-    _check_encodable(shape)
+    _check_defaults(shape)
     docstring = parse_docstring(inspect.getdoc(function))
     arguments = build_arguments_model(shape, docstring.params)
+    _check_types(shape)
     schema = (
         strict_schema(arguments.schema, shape.label) if strict else plain_schema(arguments.schema)
     )
@@ -372,8 +373,8 @@ def build_tool(
 _MISSING = object()
 
 
-def _check_encodable(shape: FunctionShape) -> None:
-    """Refuse a parameter whose type, or default, has no canonical encoding (its identity)."""
+def _check_types(shape: FunctionShape) -> None:
+    """Refuse a parameter whose type has no canonical encoding (a call's identity needs one)."""
     for parameter in shape.parameters:
         problem = unsupported_type(parameter.annotation)
         if problem is not None:
@@ -383,6 +384,11 @@ def _check_encodable(shape: FunctionShape) -> None:
                 f"has type {problem}, which has no canonical encoding (a call's identity "
                 "is digested from it; see ownloop.identity for the supported types)",
             )
+
+
+def _check_defaults(shape: FunctionShape) -> None:
+    """Refuse a default with no canonical encoding (a factory's values are checked per call)."""
+    for parameter in shape.parameters:
         default = parameter.default
         if isinstance(default, FieldInfo):  # ``x: int = Field(3)``: its default, if any
             default = default.default

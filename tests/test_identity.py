@@ -1,0 +1,165 @@
+"""The canonical encoding (`ownloop.identity`): pinned by stored vectors, one form per type.
+
+``tests/fixtures/identity_vectors.json`` holds inputs and the canonical text and digests every
+release must reproduce; a vector is never edited (a new encoding is a new ``digest_version``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from decimal import Decimal
+from ipaddress import IPv4Address
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+from pydantic import AnyUrl, BaseModel, SecretStr
+
+from ownloop.exceptions import ConfigurationError, ToolDefinitionError
+from ownloop.identity import (
+    DIGEST_VERSION,
+    call_digest,
+    canonical_text,
+    decode,
+    digest,
+    encode,
+    unsupported_type,
+)
+from ownloop.policy import approval_digest
+from ownloop.tools import ToolRegistry
+from tests.identity_support import VECTORS, Address, Color, Point, build, load_vectors
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _reproduce() -> list[str]:
+    """Return the names of the vectors this process does not reproduce."""
+    wrong = []
+    for vector in load_vectors():
+        value = build(vector["input"])
+        encoded = encode(value)
+        if (
+            canonical_text(encoded) != vector["canonical"]
+            or call_digest("t", {"x": encoded}) != vector["call_digest"]
+            or approval_digest("t", {"x": value}, "rev-1") != vector["approval_digest"]
+        ):
+            wrong.append(vector["name"])
+    return wrong
+
+
+def test_the_stored_vectors_are_reproduced() -> None:
+    """Every stored input encodes to its stored canonical text, call digest and approval digest."""
+    assert json.loads(VECTORS.read_text(encoding="utf-8"))["digest_version"] == DIGEST_VERSION
+    assert len(load_vectors()) >= 40
+    assert _reproduce() == []
+
+
+def test_the_stored_vectors_are_reproduced_under_other_hash_seeds() -> None:
+    """Fresh interpreters under other PYTHONHASHSEEDs reproduce every vector (sets included)."""
+    code = (
+        "import json; from tests.test_identity import _reproduce; print(json.dumps(_reproduce()))"
+    )
+    for seed in ("0", "4242"):
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
+        assert json.loads(done.stdout) == [], seed
+
+
+def test_one_stated_form_per_type() -> None:
+    """Sets sort, -0.0 and NFD stay apart, secrets show their value, dollar keys are escaped."""
+    assert encode({"b", "a"}) == {"$set": ["a", "b"]}
+    assert canonical_text(encode(-0.0)) == "-0.0" != canonical_text(encode(0.0))
+    assert encode("cafe\u0301") != encode("caf\u00e9")
+    assert encode(SecretStr("hunter2")) == {"$secret": "hunter2"}
+    assert encode({"$set": 1}) == {"$$set": 1}
+    assert encode(True) is True
+    assert encode(1) == 1
+    assert canonical_text(encode(1.0)) == "1.0"
+    assert encode(float("nan")) == {"$float": "nan"}
+    assert encode(Color.BLUE) == {"$enum": 2}
+    assert encode(Point(1, 2.0)) == {"$dataclass": {"x": 1, "y": 2.0}}
+    assert encode(Address(street="s")) == {"$model": {"street": "s", "tags": {"$set": []}}}
+    assert encode({2: "b", 1: "a"}) == {"$map": [[1, "a"], [2, "b"]]}
+    assert encode(Decimal("1.10")) != encode(Decimal("1.1"))
+    assert encode(Path("a") / "b") == {"$path": "a/b"}
+    assert decode(encode(AnyUrl("https://x.test/a"))) == "https://x.test/a"
+
+
+def test_the_same_instant_at_two_offsets_is_two_values() -> None:
+    """A datetime's offset is part of its value (the handler sees it)."""
+    utc = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    assert encode(utc) != encode(
+        utc.astimezone(datetime.fromisoformat("2026-01-01T00:00+05:00").tzinfo)
+    )
+
+
+def test_decode_gives_back_what_validation_accepts() -> None:
+    """Decoding undoes the tags: secrets, sets, maps, models and escaped keys come back."""
+    value = {"$k": [{"a"}, SecretStr("s"), {1: Address(street="x")}, Decimal("2.5"), b"\x00"]}
+    assert decode(json.loads(json.dumps(encode(value)))) == {
+        "$k": [["a"], "s", {1: {"street": "x", "tags": []}}, Decimal("2.5"), b"\x00"]
+    }
+
+
+def test_a_value_without_a_canonical_form_is_refused() -> None:
+    """Anything outside the stated forms is a ConfigurationError, never its str()."""
+    with pytest.raises(ConfigurationError, match="type object has no canonical encoding"):
+        encode(object())
+    with pytest.raises(ConfigurationError, match="no canonical text"):
+        digest({"x": float("nan")})
+
+
+class _Hints(TypedDict):
+    when: datetime
+
+
+@dataclasses.dataclass
+class _Holder:
+    host: IPv4Address
+
+
+class _Nested(BaseModel):
+    host: IPv4Address
+
+
+@pytest.mark.parametrize(
+    ("annotation", "problem"),
+    [
+        (set[str], None),
+        (dict[int, list[Decimal]] | None, None),
+        (Sequence[Address], None),
+        (_Hints, None),
+        (Any, None),
+        (Path, None),
+        (IPv4Address, "IPv4Address"),
+        (list[_Holder], "IPv4Address"),
+        (_Nested | None, "IPv4Address"),
+    ],
+)
+def test_a_type_says_which_part_has_no_canonical_form(annotation: Any, problem: str | None) -> None:
+    """Types are checked through containers, unions, models, dataclasses and typed dicts."""
+    assert unsupported_type(annotation) == problem
+
+
+def test_a_parameter_type_without_a_canonical_form_is_refused_at_registration() -> None:
+    """Registration names the function, the parameter and the type with no canonical form."""
+
+    def block(target: IPv4Address) -> None:
+        """Block an address."""
+
+    refused = r"block'.*parameter 'target' has type IPv4Address"
+    with pytest.raises(ToolDefinitionError, match=refused):
+        ToolRegistry().add(block, effect="write")
