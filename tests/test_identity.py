@@ -11,16 +11,18 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from ipaddress import IPv4Address
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Annotated, Any, TypedDict, TypeVar
 
 import pytest
-from pydantic import AnyUrl, BaseModel, SecretStr
+from pydantic import AnyUrl, BaseModel, Field, SecretStr
 
+from ownloop.contracts import ToolCall, ToolSpec
 from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.identity import (
     DIGEST_VERSION,
@@ -32,7 +34,13 @@ from ownloop.identity import (
     unsupported_type,
 )
 from ownloop.policy import approval_digest
-from ownloop.tools import ToolRegistry
+from ownloop.tools import (
+    ExternalTool,
+    ToolContext,
+    ToolRegistry,
+    ToolRejection,
+    ValidatedCall,
+)
 from tests.identity_support import VECTORS, Address, Color, Point, build, load_vectors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,3 +171,89 @@ def test_a_parameter_type_without_a_canonical_form_is_refused_at_registration() 
     refused = r"block'.*parameter 'target' has type IPv4Address"
     with pytest.raises(ToolDefinitionError, match=refused):
         ToolRegistry().add(block, effect="write")
+
+
+def _call(tool: str, /, **arguments: Any) -> ToolCall:
+    return ToolCall(id="c1", name=tool, arguments=arguments)
+
+
+def test_a_recorded_call_is_rebuilt_with_its_recorded_values_and_digest() -> None:
+    """Restoring a recorded call runs no factory again and keeps the journaled digest."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def tag(
+        name: str,
+        labels: set[str],
+        ref: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)],
+        when: datetime | None = None,
+    ) -> None:
+        """Tag a thing."""
+
+    first = registry.validate(_call("tag", name="x", labels=["b", "a"]))
+    assert isinstance(first, ValidatedCall)
+    again = registry.restore(first.call, json.loads(json.dumps(first.encoded)), "recorded")
+    assert again.arguments == first.arguments
+    assert again.digest == "recorded"
+    assert again.encoded == first.encoded
+
+
+def test_a_recorded_call_the_current_signature_would_change_is_refused() -> None:
+    """A parameter gone, retyped or unknown tool: the rebuild names the call and the tool."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def pay(amount: float) -> None:
+        """Pay an amount."""
+
+    call = _call("pay", amount=5)
+    with pytest.raises(ConfigurationError, match=r"'pay'.*parameters amount would change"):
+        registry.restore(call, {"amount": 5}, "d")
+    with pytest.raises(ConfigurationError, match=r"'c1' of tool 'pay' cannot run"):
+        registry.restore(call, {"amount": 5.0, "gone": 1}, "d")
+    with pytest.raises(ConfigurationError, match="names tool 'other', which is not registered"):
+        registry.restore(_call("other"), {}, "d")
+
+
+def test_a_factory_value_without_a_canonical_form_rejects_the_call() -> None:
+    """A default factory making a value with no stated form is a rejection, not a crash."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read", strict=False)
+    def odd(value: Annotated[Any, Field(default_factory=object)]) -> None:
+        """Take an odd value."""
+
+    rejected = registry.validate(_call("odd"))
+    assert isinstance(rejected, ToolRejection)
+    assert "no canonical encoding" in rejected.message
+
+
+def test_an_external_tool_is_rebuilt_from_its_recorded_json() -> None:
+    """An external tool's recorded arguments are checked again by its own schema check."""
+    spec = ToolSpec(name="ext", parameters={"type": "object", "properties": {"$k": {}}})
+
+    async def never(arguments: dict[str, Any], context: ToolContext) -> None:
+        raise AssertionError("not called")
+
+    tool = ExternalTool(spec, never, check=lambda a: None if a.get("$k") else "needs $k")
+    validated = tool.validate(_call("ext", **{"$k": 1}))
+    assert isinstance(validated, ValidatedCall)
+    assert validated.encoded == {"$$k": 1}
+    assert tool.restore(validated.call, validated.encoded, "d").arguments == {"$k": 1}
+    with pytest.raises(ConfigurationError, match=r"current schema \(needs \$k\)"):
+        tool.restore(validated.call, {}, "d")
+
+
+class _Names(dict):  # type: ignore[type-arg]
+    """A container subclass without type arguments."""
+
+
+def test_odd_annotations_are_named_or_passed() -> None:
+    """Generic aliases that are not containers, and type variables, are refused by name."""
+    assert unsupported_type(type[int]) == "type[int]"
+    assert unsupported_type(TypeVar("T")) == "~T"
+    assert unsupported_type(_Names) is None
+    assert decode({"$map": [[[1, 2], "a"], [{"$model": {"b": [3]}}, "c"]]}) == {
+        (1, 2): "a",
+        (("b", (3,)),): "c",
+    }

@@ -8,14 +8,17 @@ the same decision passed again, and the same paused result resumed twice without
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import Field, SecretStr
 
 from ownloop import Agent, Approval, RunResult, RunStatus
+from ownloop.contracts import Lease, WriteIntent
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import allow_writes, approval_digest
 from ownloop.store import MemoryRunStore, SqliteRunStore
@@ -207,3 +210,81 @@ def test_a_paused_result_resumed_twice_without_a_store_is_refused() -> None:
     ):
         agent.resume_sync(paused, approvals=[_approve(paused, "bob")])
     assert len(ledger) == 1
+
+
+class _OlderRelease:
+    """A store as a release before journaled identities wrote it: intents without arguments."""
+
+    def __init__(self, store: MemoryRunStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        text = json.dumps({"order_id": "o-1"}, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(f"refund:{text}".encode()).hexdigest()  # the old formula
+        raw = f"{intent.run_id}\x1f{intent.call_id}\x1f{digest}".encode()
+        legacy = WriteIntent(
+            run_id=intent.run_id,
+            call_id=intent.call_id,
+            tool=intent.tool,
+            idempotency_key=hashlib.sha256(raw).hexdigest()[:32],
+            arguments_digest=digest,
+            recorded_at=intent.recorded_at,
+            provider_call_id=intent.provider_call_id,
+        )
+        await self._store.record_intent(legacy, lease=lease)
+
+
+def test_a_write_journaled_by_an_older_release_keeps_its_recorded_key() -> None:
+    """An intent without arguments is recognised by its old digest; its recorded key is asked."""
+    store = MemoryRunStore()
+    asked: list[str | None] = []
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed:
+        asked.append(ctx.idempotency_key)
+        return Confirmed({"refunded": arguments["order_id"]})
+
+    @registry.tool(effect="write", reconcile=lookup)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        raise Crash
+
+    older = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
+        registry,
+        policy=allow_writes("refund"),
+        store=_OlderRelease(store),  # type: ignore[arg-type]
+    )
+    with pytest.raises(Crash):
+        older.run_sync("Refund o-1.", run_id="legacy")
+    (entry,) = asyncio.run(store.journal("legacy"))
+    newer = Agent(ScriptedModel([final("Refunded.")]), registry, policy=allow_writes("refund"),
+                  store=store)  # fmt: skip
+    result = newer.resume_sync("legacy", take_over=True)
+    assert result.status is RunStatus.COMPLETED
+    assert asked == [entry.intent.idempotency_key]
+
+
+def test_a_changed_tool_effect_is_named_when_the_resume_is_refused() -> None:
+    """A tool whose effect changed since the pause refuses the resume, naming tool and change."""
+
+    def build(effect: Literal["read", "write"]) -> Agent:
+        registry = ToolRegistry()
+
+        @registry.tool(effect=effect, requires_approval=True)
+        def archive(name: str) -> str:
+            """Archive a document."""
+            return name
+
+        return Agent(
+            ScriptedModel([tool_call("archive", "c1", name="q3")]),
+            registry,
+            policy=allow_writes("archive"),
+        )
+
+    paused = build("read").run_sync("Archive q3.")
+    with pytest.raises(ConfigurationError, match=r"tool 'archive' effect \(read -> write\)"):
+        build("write").resume_sync(paused, approvals=[_approve(paused)])

@@ -329,4 +329,4 @@ def _first(annotations: Any, seen: set[int]) -> str | None:
 
 
 def _name(annotation: Any) -> str:
-    return str(getattr(annotation, "__qualname__", None) or annotation)
+    return annotation.__qualname__ if isinstance(annotation, type) else str(annotation)

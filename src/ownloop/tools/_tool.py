@@ -23,7 +23,7 @@ from pydantic_core import PydanticUndefined
 
 from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, Receipt, ToolCall, ToolSpec
 from ownloop.exceptions import ConfigurationError
-from ownloop.identity import call_digest, decode, encode, unsupported_type
+from ownloop.identity import call_digest, canonical_text, decode, encode, unsupported_type
 from ownloop.tools._arguments import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     ArgumentProblem,
@@ -191,7 +191,11 @@ class RegisteredTool:
             rebuilt = self._validated(call, instance)
         except (ValidationError, ConfigurationError) as error:
             raise self._changed(call, str(error)) from error
-        changed = sorted(k for k in encoded if rebuilt.encoded.get(k, _MISSING) != encoded[k])
+        changed = sorted(
+            name
+            for name, value in encoded.items()  # compared as text: 5 and 5.0 are two values
+            if canonical_text(rebuilt.encoded.get(name)) != canonical_text(value)
+        )
         if changed:
             raise self._changed(call, f"parameters {', '.join(changed)} would change")
         return ValidatedCall(
@@ -368,9 +372,6 @@ def build_tool(
             shape.label, None, "reconcile= takes a callable, and only for effect='write' tools"
         )
     return RegisteredTool(spec, function, shape=shape, arguments=arguments, reconcile=reconcile)
-
-
-_MISSING = object()
 
 
 def _check_types(shape: FunctionShape) -> None:
