@@ -177,6 +177,7 @@ async def _replayed_decision() -> None:
     assert len(ledger) == 1
     assert result.status is RunStatus.PAUSED  # the identical second refund needs its own approval
     assert result.approval_requests[0].call_id == "c2"
+    assert [a.digest for a in result.approvals] == [request.digest]  # the audit trail has it
 
 
 def test_the_same_decision_passed_to_resume_again_is_refused() -> None:
