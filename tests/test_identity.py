@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from ipaddress import IPv4Address
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, TypeVar
+from uuid import UUID
 
 import pytest
 from pydantic import AnyUrl, BaseModel, Field, SecretStr
@@ -100,7 +102,6 @@ def test_one_stated_form_per_type() -> None:
     assert encode(Color.BLUE) == {"$enum": 2}
     assert encode(Point(1, 2.0)) == {"$dataclass": {"x": 1, "y": 2.0}}
     assert encode(Address(street="s")) == {"$model": {"street": "s", "tags": {"$set": []}}}
-    assert encode({2: "b", 1: "a"}) == {"$map": [[1, "a"], [2, "b"]]}
     assert encode(Decimal("1.10")) != encode(Decimal("1.1"))
     assert encode(Path("a") / "b") == {"$path": "a/b"}
     assert decode(encode(AnyUrl("https://x.test/a"))) == "https://x.test/a"
@@ -257,3 +258,45 @@ def test_odd_annotations_are_named_or_passed() -> None:
         (1, 2): "a",
         (("b", (3,)),): "c",
     }
+
+
+def test_every_tag_decodes_to_what_its_type_validates_from() -> None:
+    """Each tagged form decodes to the value (or the plain form) the tool's validation takes."""
+    assert math.isnan(decode({"$float": "nan"}))
+    assert decode([{"$float": "inf"}, {"$float": "-inf"}]) == [math.inf, -math.inf]
+    moment = "2026-12-01T19:30:00.123456+01:30"
+    assert decode({"$datetime": moment}) == datetime.fromisoformat(moment)
+    assert decode({"$date": "2026-12-01"}) == date(2026, 12, 1)
+    assert decode({"$time": "08:15:00+02:00"}) == time.fromisoformat("08:15:00+02:00")
+    assert decode({"$timedelta": [1, 2, 3]}) == timedelta(days=1, seconds=2, microseconds=3)
+    uid = "12345678-1234-5678-1234-567812345678"
+    assert decode({"$uuid": uid}) == UUID(uid)
+    assert decode({"$path": "a/b"}) == "a/b"
+    assert decode({"$url": "https://x.test/"}) == "https://x.test/"
+    assert decode({"$secret_bytes": "c2VjcmV0"}) == b"secret"
+    assert decode({"$bytes": "AP8Q"}) == b"\x00\xff\x10"
+    assert decode({"$secret": "hunter2"}) == "hunter2"
+    assert decode({"$enum": {"$decimal": "1.5"}}) == Decimal("1.5")
+    assert decode({"$dataclass": {"$$k": {"$set": [1]}}}) == {"$k": [1]}
+    assert decode({"$model": {"a": {"$float": "inf"}}}) == {"a": math.inf}
+    assert decode({"$unknown": 1}) == {"unknown": 1}  # not a tag: an escaped key
+    assert decode({"$float": "nan", "b": 1}) == {"float": "nan", "b": 1}
+
+
+def test_map_keys_sort_by_their_canonical_text() -> None:
+    """Non-string keys sort by canonical text (10 before 9), never by value or insertion."""
+    assert encode({9: "x", 10: "y"}) == {"$map": [[10, "y"], [9, "x"]]}
+    assert encode({2: "a", 1: "b"}) == {"$map": [[1, "b"], [2, "a"]]}
+
+
+def test_the_refusals_say_exactly_what_has_no_form() -> None:
+    """Refusal messages are stated in full (they reach the developer registering a tool)."""
+    with pytest.raises(ConfigurationError) as refused:
+        encode(object())
+    assert str(refused.value) == (
+        "a value of type object has no canonical encoding (see ownloop.identity for the types "
+        "a tool argument may hold)"
+    )
+    with pytest.raises(ConfigurationError) as untextual:
+        canonical_text({"x": float("inf")})
+    assert str(untextual.value).startswith("a value has no canonical text: Out of range float")
