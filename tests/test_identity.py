@@ -7,6 +7,7 @@ release must reproduce; a vector is never edited (a new encoding is a new ``dige
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -300,3 +301,22 @@ def test_the_refusals_say_exactly_what_has_no_form() -> None:
     with pytest.raises(ConfigurationError) as untextual:
         canonical_text({"x": float("inf")})
     assert str(untextual.value).startswith("a value has no canonical text: Out of range float")
+
+
+class _BadHints(TypedDict):
+    host: IPv4Address
+
+
+def test_annotated_types_and_typed_dicts_are_looked_into() -> None:
+    """The type inside Annotated, and each typed-dict field, is checked for a stated form."""
+    assert unsupported_type(Annotated[IPv4Address, "meta"]) == "IPv4Address"
+    assert unsupported_type(_BadHints) == "IPv4Address"
+
+
+def test_text_with_an_unpaired_surrogate_still_has_a_digest() -> None:
+    """A default holding an unpaired surrogate is digested from its code points, not refused."""
+    text = canonical_text(encode("\ud800"))
+    assert (
+        digest(encode("\ud800"))
+        == hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    )
