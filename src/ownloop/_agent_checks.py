@@ -34,6 +34,7 @@ __all__ = [
     "check_fresh_decisions",
     "configuration_changes",
     "logger",
+    "tool_changes",
     "tool_versions",
     "warn_never_offered",
 ]
