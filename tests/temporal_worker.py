@@ -46,6 +46,7 @@ class Spec:
         version: The runner's workflow-code version.
         model_latency_s: How long each model call takes.
         task_timeout_s: The workflow task timeout (how soon a dead worker's run moves).
+        step_timeout_s: The longest one step may take.
     """
 
     directory: str
@@ -58,6 +59,7 @@ class Spec:
     version: str = "v1"
     model_latency_s: float = 0.0
     task_timeout_s: float = 2.0
+    step_timeout_s: float = 60.0
 
     def path(self, name: str) -> Path:
         """Return a file of the spec's directory."""
@@ -131,8 +133,75 @@ def make_agent(
     )
 
 
+def hanging_agent(spec: Spec) -> Agent:
+    """An agent whose read hangs on its first attempt and whose write never finishes."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    async def search_orders(query: str, ctx: ToolContext) -> list[str]:
+        """Find orders.
+
+        Args:
+            query: Keywords.
+            ctx: Injected by the runtime.
+        """
+        if ctx.attempt == 1:
+            await asyncio.sleep(60)
+        return [query]
+
+    @registry.tool(effect="write")
+    async def export(name: str, ctx: ToolContext) -> dict[str, str]:
+        """Export a report.
+
+        Args:
+            name: The report.
+            ctx: Injected by the runtime.
+        """
+        await asyncio.sleep(60)
+        return _record(spec, f"export:{name}", ctx)
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        return SCRIPTS["export"][sum(isinstance(m, AssistantMessage) for m in request.messages)]
+
+    return Agent(
+        FunctionModel(respond, model_name="scripted"), registry, policy=allow_writes("export")
+    )
+
+
+def flaky_agent(spec: Spec) -> Agent:
+    """An agent whose write fails transiently on its first attempt (then ownloop retries it)."""
+    from ownloop.exceptions import TransientToolError
+    from ownloop.testing import final, tool_call
+
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def flaky(ctx: ToolContext) -> dict[str, str]:
+        """Write something, failing transiently on the first attempt.
+
+        Args:
+            ctx: Injected by the runtime.
+        """
+        if ctx.attempt == 1:
+            raise TransientToolError("busy", retry_after=0.2)
+        return _record(spec, f"flaky:{ctx.attempt}", ctx)
+
+    script = [tool_call("flaky", "c1"), final("done")]
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        return script[sum(isinstance(m, AssistantMessage) for m in request.messages)]
+
+    return Agent(
+        FunctionModel(respond, model_name="scripted"), registry, policy=allow_writes("flaky")
+    )
+
+
 def make_runner(spec: Spec, client: Any) -> Any:
-    """Return the runner: agents ``export``, ``refund`` and ``sleepy`` (never answers in time)."""
+    """Return the runner and its agents.
+
+    ``export``, ``refund``, ``sleepy`` (never answers in time), ``hanging`` (tools that do not
+    finish) and ``flaky`` (a write retried once).
+    """
     from ownloop.temporal import TemporalRunner
 
     return TemporalRunner(
@@ -141,11 +210,14 @@ def make_runner(spec: Spec, client: Any) -> Any:
             "export": functools.partial(make_agent, spec, "export"),
             "refund": functools.partial(make_agent, spec, "refund"),
             "sleepy": functools.partial(make_agent, spec, "export", 30.0, 1.5),
+            "hanging": functools.partial(hanging_agent, spec),
+            "flaky": functools.partial(flaky_agent, spec),
         },
         client,
         queue=spec.queue,
         version=spec.version,
         task_timeout_s=spec.task_timeout_s,
+        step_timeout_s=spec.step_timeout_s,
     )
 
 

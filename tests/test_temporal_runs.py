@@ -12,6 +12,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -199,3 +200,64 @@ def test_a_step_no_worker_waits_for_fails_clearly() -> None:
         asyncio.run(ActivityEnvironment().run(ownloop_step, "nobody/none/1"))
     with pytest.raises(ConfigurationError, match="no ownloop runner serves task queue 'nope'"):
         runner_for("nope")
+
+
+def test_steps_past_their_timeout_fail_and_a_cut_write_is_unknown(spec: Spec) -> None:
+    """A read past its activity timeout fails (then is retried); a cut write is unknown, once."""
+
+    async def go() -> dict[str, Any]:
+        async with serving(replace(spec, step_timeout_s=0.5)) as runner:
+            run_id = await runner.enqueue("hanging", "do the task")
+            summary: dict[str, Any] = await runner.result(run_id)
+            history = await runner.client.get_workflow_handle(f"ownloop:{run_id}").fetch_history()
+            ids = activity_ids(history)
+            assert any(i.endswith(":tool:search_orders:c1:2") for i in ids)
+            assert len([i for i in ids if ":write:export:" in i and "flush" not in i]) == 1
+            (entry,) = await runner.store.journal(run_id)
+            assert entry.receipt is not None
+            assert entry.receipt.status == "unknown"
+            return summary
+
+    summary = asyncio.run(go())
+    assert (summary["status"], summary["stop_reason"]) == ("unresolved", "unresolved_effect")
+    assert ledger_rows(spec.directory) == []
+
+
+def test_transient_write_failure_is_retried_by_ownloop_after_a_durable_timer(spec: Spec) -> None:
+    """Ownloop's attempt budget retries a transient write as a new activity: it lands once."""
+
+    async def go() -> tuple[dict[str, Any], list[str]]:
+        async with serving(spec) as runner:
+            run_id = await runner.enqueue("flaky", "do it", run_id=f"f-{uuid.uuid4().hex[:6]}")
+            summary: dict[str, Any] = await runner.result(run_id)
+            history = await runner.client.get_workflow_handle(f"ownloop:{run_id}").fetch_history()
+            timers = [e for e in history.events if e.HasField("timer_started_event_attributes")]
+            assert len(timers) == 1
+            return summary, activity_ids(history)
+
+    summary, ids = asyncio.run(go())
+    assert summary["status"] == "completed"
+    assert any(i.endswith(":write:flaky:c1:1") for i in ids)
+    assert any(i.endswith(":write:flaky:c1:2") for i in ids)
+    assert [what for _, what in ledger_rows(spec.directory)] == [f"{summary['run_id']}:flaky:2"]
+
+
+def test_a_signalled_decision_contradicting_a_stored_one_is_refused(spec: Spec) -> None:
+    """The first stored decision stands: a contradicting signal is refused by the store."""
+
+    async def go() -> tuple[dict[str, Any], list[Approval]]:
+        async with serving(spec) as runner:
+            run_id = await runner.enqueue("refund", "refund o-1")
+            (request,) = (await paused(runner, run_id)).approval_requests
+            first = Approval(request_id=request.id, approved=True, approver="ops")
+            await runner.store.submit_approval(run_id, first)  # stored, never signalled
+            other = Approval(request_id=request.id, approved=False, approver="mallory")
+            handle = runner.client.get_workflow_handle(f"ownloop:{run_id}")
+            await handle.signal("approve", other.model_dump(mode="json"))
+            summary: dict[str, Any] = await runner.result(run_id)
+            return summary, await runner.store.submitted_approvals(run_id)
+
+    summary, submitted = asyncio.run(go())
+    assert summary["status"] == "completed"
+    assert [a.approver for a in submitted] == ["ops"]
+    assert len(ledger_rows(spec.directory)) == 1

@@ -51,6 +51,7 @@ __all__ = [
     "STEP_ACTIVITY",
     "SegmentRunner",
     "TemporalDriver",
+    "durable_sleep",
     "ownloop_flush",
     "ownloop_step",
     "runner_for",
@@ -104,7 +105,6 @@ _BOOKKEEPING = RetryPolicy(
 )
 _ONCE = RetryPolicy(maximum_attempts=1)
 _GRACE_S = 1.0  # the inner driver ends a call at the deadline itself; this is the backstop
-_FLUSH_TIMEOUT = timedelta(seconds=30)
 
 
 @activity.defn(name=STEP_ACTIVITY)
@@ -128,14 +128,15 @@ async def ownloop_step(key: str) -> Json:
     return await work()
 
 
+async def durable_sleep(seconds: float) -> None:
+    """Sleep on a durable workflow timer (a replay does not sleep again)."""
+    if seconds > 0:
+        await workflow.sleep(seconds)
+
+
 def workflow_clock() -> StepClock:
     """Return a step clock that sleeps on a durable workflow timer."""
-
-    async def sleep(seconds: float) -> None:
-        if seconds > 0:
-            await workflow.sleep(seconds)
-
-    return StepClock(sleep)
+    return StepClock(durable_sleep)
 
 
 def _reading_now() -> Json:
@@ -153,6 +154,8 @@ class TemporalDriver(EngineDriver):
         run_id: The run.
         agent_clock: The clock the inner driver reads (the run's deadline is set on it).
         step_timeout_s: The longest any one step may take.
+        flush_timeout_s: How long the no-op activity after a step may take on the worker that
+            took it (a dead worker's is retried elsewhere after this).
     """
 
     def __init__(
@@ -164,10 +167,12 @@ class TemporalDriver(EngineDriver):
         *,
         agent_clock: Clock,
         step_timeout_s: float,
+        flush_timeout_s: float = 10.0,
     ) -> None:
         super().__init__(inner, store, clock, run_id)
         self._agent_clock = agent_clock
         self.step_timeout_s = step_timeout_s
+        self.flush_timeout_s = flush_timeout_s
         self._label = ""
 
     async def perform(self, effect: Effect) -> Outcome:
@@ -237,17 +242,17 @@ class TemporalDriver(EngineDriver):
             return encode_outcome(Failure(_unfinished(kind, timeout)))
         finally:
             PENDING.pop(key, None)
-        await _flush(f"ownloop:{self.run_id}:{self.seq}:flush")  # the output is in the history
+        flush = f"ownloop:{self.run_id}:{self.seq}:flush"
+        await _flush(flush, self.flush_timeout_s)  # the step's output is in the history now
         self.clock.adopt(result)
         return result["value"]
 
     async def sleep(self, seconds: float) -> None:
         """Sleep on a durable workflow timer (a replay does not sleep again)."""
-        if seconds > 0:
-            await workflow.sleep(seconds)
+        await durable_sleep(seconds)
 
 
-async def _flush(activity_id: str) -> None:
+async def _flush(activity_id: str, timeout_s: float) -> None:
     """End the workflow task, so the history records the local activity it ran.
 
     A no-op activity: the workflow task completes with the local activity's marker and the
@@ -257,7 +262,7 @@ async def _flush(activity_id: str) -> None:
     await workflow.execute_activity(
         ownloop_flush,
         activity_id=activity_id,
-        start_to_close_timeout=_FLUSH_TIMEOUT,
+        start_to_close_timeout=timedelta(seconds=timeout_s),
         retry_policy=_BOOKKEEPING,
     )
 

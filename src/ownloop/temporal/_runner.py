@@ -20,6 +20,7 @@ takes it); a run paused between segments resumes under whatever version takes it
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -31,6 +32,7 @@ from temporalio.common import WorkflowIDConflictPolicy, WorkflowIDReusePolicy
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.worker import Worker
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.workflow import SandboxImportNotificationPolicy
 
 from ownloop.agent import Agent
 from ownloop.contracts import SNAPSHOT_SCHEMA_VERSION, Actor, Approval
@@ -68,19 +70,24 @@ class VersionRefused(OwnloopError):
     """A worker refused to replay a segment another version of the workflow code started."""
 
 
-def sandbox(*passthrough: str) -> SandboxedWorkflowRunner:
-    """Return Temporal's workflow sandbox with ``ownloop`` (and ``passthrough``) passed through.
+def sandbox() -> SandboxedWorkflowRunner:
+    """Return Temporal's workflow sandbox as ownloop's workflow code needs it.
 
-    Args:
-        *passthrough: More modules the workflow code may share with the worker.
+    Every module is passed through: ownloop's workflow code is the loop core, deterministic by
+    construction (it reads time only from the step clock and performs I/O only as steps), and
+    it and its dependencies import some modules lazily (structlog's renderers, a model SDK), which
+    the sandbox would otherwise re-import under its restrictions in the middle of a run. The
+    process's registry of runners and pending steps must also be the worker's own, never a
+    sandbox copy. The sandbox's runtime checks of invalid calls still apply.
 
     Returns:
         The workflow runner for ``Worker(workflow_runner=...)``.
     """
-    modules = ("ownloop", *passthrough)
-    return SandboxedWorkflowRunner(
-        restrictions=SandboxRestrictions.default.with_passthrough_modules(*modules)
+    restrictions = dataclasses.replace(
+        SandboxRestrictions.default.with_passthrough_all_modules(),
+        import_notification_policy=SandboxImportNotificationPolicy.SILENT,
     )
+    return SandboxedWorkflowRunner(restrictions=restrictions)
 
 
 def workflow_id(run_id: str) -> str:
@@ -105,7 +112,7 @@ class TemporalRunner:
         version: The workflow-code version segments record (see the module docs).
         step_timeout_s: The longest any one step (model call, tool, write) may take.
         task_timeout_s: The workflow task timeout: how long a dead worker holds a run before
-            another worker takes it over.
+            another worker takes it over (also the timeout of the no-op activity after a step).
     """
 
     def __init__(
@@ -134,9 +141,8 @@ class TemporalRunner:
     def worker(self, **options: Any) -> Worker:
         """Build the Temporal worker that runs this runner's workflows on its task queue.
 
-        The workflow sandbox passes ``ownloop`` through (the module that holds this process's
-        runners and pending steps must be the worker's own, not a sandbox copy); pass
-        ``workflow_runner`` to add your own passthrough modules to `sandbox`'s.
+        The workflow sandbox is `sandbox`'s (every module passed through); a ``workflow_runner``
+        option replaces it.
 
         Args:
             **options: Any other `temporalio.worker.Worker` option (concurrency limits, ...).
@@ -187,6 +193,7 @@ class TemporalRunner:
             run_id,
             agent_clock=agent.loop_config.clock,
             step_timeout_s=self.step_timeout_s,
+            flush_timeout_s=self.task_timeout_s,
         )
         if decisions:
             await driver.step("decisions", lambda: self._submit(run_id, decisions))
