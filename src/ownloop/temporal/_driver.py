@@ -7,10 +7,13 @@ code asked for it, and records its JSON output in the run's history. The work it
 this process's table of pending steps (`PENDING`), under a key naming the workflow run and the
 step; the activity only receives that key.
 
-Temporal records a local activity's output when the workflow task completes, so after each step
-the workflow runs a no-op activity (``ownloop_flush``), which completes the task: the output is in
-the history before the next step starts, and a worker that dies re-runs at most the step in flight
-(as DBOS re-runs a step). Steps that do the run's work (model calls, tools, writes) run once
+Temporal records a local activity's output when the workflow task completes. So before a step
+that changes the store or the world (a checkpoint, a receipt, a write, stored decisions), if any
+step ran since, the workflow runs a no-op activity (``ownloop_flush``), which completes the task:
+every output that step depends on is in the history, and a worker that dies re-runs only steps
+that may run again (model calls, reads, and the changing step itself, with the same inputs, which
+is idempotent). A write's output is recorded at once (a re-run would find its own intent and
+answer "unknown"). Steps that do the run's work (model calls, tools, writes) run once
 (``maximum_attempts=1``: ownloop's attempt budget and unknown-effect rules own retrying); an
 activity that does not finish in time (its timeout is the run's remaining deadline, capped by
 ``step_timeout_s``) is a timeout, and for a write an *unknown* effect, never a second execution.
@@ -97,6 +100,8 @@ def runner_for(task_queue: str) -> SegmentRunner:
     return runner
 
 
+_EFFECTFUL = frozenset({"persist", "receipt", "write", "decisions"})
+"""Steps that change the store or the world: every step before one is recorded first."""
 _WORK_KINDS = frozenset({"model", "summarize", "tool", "tools", "write", "approver", "reconcile"})
 _BOOKKEEPING = RetryPolicy(
     initial_interval=timedelta(milliseconds=100),
@@ -174,6 +179,7 @@ class TemporalDriver(EngineDriver):
         self.step_timeout_s = step_timeout_s
         self.flush_timeout_s = flush_timeout_s
         self._label = ""
+        self._unrecorded = False  # a step ran since the history last recorded the outputs
 
     async def perform(self, effect: Effect) -> Outcome:
         """Perform one effect; its activity id names the run, the step and the call.
@@ -222,6 +228,8 @@ class TemporalDriver(EngineDriver):
                 set_run_deadline(agent_clock.monotonic() + remaining)
             return await timed(work)
 
+        if kind in _EFFECTFUL and self._unrecorded:
+            await self._record(f"ownloop:{self.run_id}:{self.seq}:flush")
         PENDING[key] = run
         label = f":{self._label}" if self._label else ""
         try:
@@ -242,10 +250,15 @@ class TemporalDriver(EngineDriver):
             return encode_outcome(Failure(_unfinished(kind, timeout)))
         finally:
             PENDING.pop(key, None)
-        flush = f"ownloop:{self.run_id}:{self.seq}:flush"
-        await _flush(flush, self.flush_timeout_s)  # the step's output is in the history now
+        self._unrecorded = True
+        if kind == "write":  # a re-run would answer "unknown": record it before anything else
+            await self._record(f"ownloop:{self.run_id}:{self.seq}:recorded")
         self.clock.adopt(result)
         return result["value"]
+
+    async def _record(self, activity_id: str) -> None:
+        await _flush(activity_id, self.flush_timeout_s)
+        self._unrecorded = False
 
     async def sleep(self, seconds: float) -> None:
         """Sleep on a durable workflow timer (a replay does not sleep again)."""

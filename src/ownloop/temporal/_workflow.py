@@ -7,9 +7,11 @@ slot (it has no task until a signal arrives) and has a fresh history, so a run t
 one release resumes under the next without replaying the old release's steps. A duplicate signal,
 or one naming a request already decided, resumes nothing.
 
-Temporal imports a workflow's module afresh in its sandbox for every run; ownloop's modules are
-passed through (`workflow.unsafe.imports_passed_through`), so the loop core, pydantic and the
-process's runners and pending steps are the worker's own.
+Temporal imports a workflow's module afresh in its sandbox for every run. The worker's sandbox
+(`ownloop.temporal.sandbox`) passes every module through, and this module's own ownloop imports
+are marked as passed through (`workflow.unsafe.imports_passed_through`) for a host that builds
+its own sandbox: the loop core, pydantic and the process's runners and pending steps are always
+the worker's own.
 """
 
 from __future__ import annotations
