@@ -113,7 +113,11 @@ def build_registry(spec: Spec) -> ToolRegistry:
 
 
 def make_agent(
-    spec: Spec, scenario: str, latency_s: float | None = None, deadline_s: float | None = None
+    spec: Spec,
+    scenario: str,
+    latency_s: float | None = None,
+    deadline_s: float | None = None,
+    store: SqliteRunStore | None = None,
 ) -> Agent:
     """Return an agent playing ``scenario`` (its model answers from the conversation alone)."""
     latency = spec.model_latency_s if latency_s is None else latency_s
@@ -130,6 +134,7 @@ def make_agent(
         build_registry(spec),
         policy=allow_writes("export", "refund"),
         limits=limits,
+        store=store,
     )
 
 

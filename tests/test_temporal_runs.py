@@ -20,8 +20,9 @@ import pytest
 
 from ownloop.contracts import Approval
 from ownloop.exceptions import ConfigurationError, UnknownApprovalRequest
+from ownloop.store import SqliteRunStore
 from tests.durable_worker import ledger_rows
-from tests.temporal_worker import Spec, connect, make_runner
+from tests.temporal_worker import Spec, connect, make_agent, make_runner
 
 
 @pytest.fixture
@@ -261,3 +262,24 @@ def test_a_signalled_decision_contradicting_a_stored_one_is_refused(spec: Spec) 
     assert summary["status"] == "completed"
     assert [a.approver for a in submitted] == ["ops"]
     assert len(ledger_rows(spec.directory)) == 1
+
+
+def test_trace_is_the_one_an_in_process_run_records(spec: Spec) -> None:
+    """A run on Temporal records the same trace events, in order, as the same run in process."""
+
+    async def go() -> tuple[list[str], list[str]]:
+        store = SqliteRunStore(Path(spec.directory) / "plain.db")
+        try:
+            plain = await make_agent(spec, "export", store=store).run("do the task")
+        finally:
+            await store.close()
+        async with serving(spec) as runner:
+            run_id = await runner.enqueue("export", "do the task")
+            await runner.result(run_id)
+            stored = await runner.store.get(run_id)
+        assert stored is not None
+        return [e.kind for e in plain.trace], [e.kind for e in stored.snapshot.trace]
+
+    plain, temporal = asyncio.run(go())
+    assert temporal == plain
+    assert "tool_finished" in temporal
