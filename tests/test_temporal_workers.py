@@ -8,6 +8,7 @@ killed worker's run moves when its workflow task times out (2 s here).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -118,18 +119,26 @@ def patches(spec: Spec, run_id: str) -> list[str]:
 
 
 def test_two_workers_share_runs_and_write_each_once(spec: Spec) -> None:
-    """Two worker processes share four runs: every run completes and writes exactly once."""
+    """Two worker processes share runs: every run completes and writes exactly once."""
     workers = [start(replace(spec, name=f"w{index}")) for index in (1, 2)]
-    run_ids = enqueue(spec, "export", 4)
-    summaries = results(spec, run_ids)
+    run_ids: list[str] = []
+    pids: set[int] = set()
+    for _ in range(5):  # which worker takes a run is Temporal's choice: start more until both did
+        batch = enqueue(spec, "export", 4)
+        summaries = results(spec, batch)
+        assert {(s["status"], s["stop_reason"]) for s in summaries} == {
+            ("completed", "final_output")
+        }
+        run_ids += batch
+        with contextlib.closing(sqlite3.connect(spec.path("ledger.db"))) as ledger:
+            pids = {pid for (pid,) in ledger.execute("SELECT pid FROM effects")}
+        if len(pids) == 2:
+            break
     stop(spec, *workers)
-    assert {(s["status"], s["stop_reason"]) for s in summaries} == {("completed", "final_output")}
+    assert len(pids) == 2, "both workers took runs"
     rows = ledger_rows(spec.directory)
     assert sorted(what for _, what in rows) == sorted(f"{r}:export:q3" for r in run_ids)
-    assert len({key for key, _ in rows}) == 4
-    with sqlite3.connect(spec.path("ledger.db")) as ledger:
-        pids = {pid for (pid,) in ledger.execute("SELECT pid FROM effects")}
-    assert len(pids) == 2, "both workers took runs"
+    assert len({key for key, _ in rows}) == len(run_ids)
 
 
 # kill point, reconcile -> (status after the take-over, effects in the ledger)
