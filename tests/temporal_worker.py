@@ -201,6 +201,16 @@ def flaky_agent(spec: Spec) -> Agent:
     )
 
 
+def broken_revision_agent(spec: Spec) -> Agent:
+    """An agent whose revision source fails (which fails a run, in process or on an engine)."""
+
+    def revision() -> str:
+        raise RuntimeError("the revision source is down")
+
+    agent = make_agent(spec, "export")
+    return Agent(agent.model, agent.tools, policy=allow_writes("export"), revision=revision)
+
+
 def make_runner(spec: Spec, client: Any) -> Any:
     """Return the runner and its agents.
 
@@ -217,6 +227,7 @@ def make_runner(spec: Spec, client: Any) -> Any:
             "sleepy": functools.partial(make_agent, spec, "export", 30.0, 1.5),
             "hanging": functools.partial(hanging_agent, spec),
             "flaky": functools.partial(flaky_agent, spec),
+            "broken": functools.partial(broken_revision_agent, spec),
         },
         client,
         queue=spec.queue,

@@ -283,3 +283,20 @@ def test_trace_is_the_one_an_in_process_run_records(spec: Spec) -> None:
     plain, temporal = asyncio.run(go())
     assert temporal == plain
     assert "tool_finished" in temporal
+
+
+def test_a_run_failing_in_workflow_code_fails_its_workflow_once(spec: Spec) -> None:
+    """A failing revision source fails the run's workflow with its message (no retry loop)."""
+    from temporalio.client import WorkflowFailureError
+
+    async def go() -> BaseException:
+        async with serving(spec) as runner:
+            run_id = await runner.enqueue("broken", "do the task")
+            with pytest.raises(WorkflowFailureError) as failed:
+                await runner.result(run_id)
+            assert failed.value.cause is not None
+            return failed.value.cause
+
+    cause = asyncio.run(go())
+    assert "the revision source is down" in str(cause)
+    assert ledger_rows(spec.directory) == []

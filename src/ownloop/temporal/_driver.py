@@ -32,7 +32,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 
 from ownloop.clock import Clock
 from ownloop.engines import EngineDriver, Json, StepClock, encode_outcome, timed
-from ownloop.exceptions import ConfigurationError, UnknownEffectError
+from ownloop.exceptions import ConfigurationError, OwnloopError, UnknownEffectError
 from ownloop.loop import (
     CallModel,
     Effect,
@@ -54,6 +54,7 @@ __all__ = [
     "STEP_ACTIVITY",
     "SegmentRunner",
     "TemporalDriver",
+    "VersionRefused",
     "durable_sleep",
     "ownloop_flush",
     "ownloop_step",
@@ -71,6 +72,10 @@ FLUSH_ACTIVITY = "ownloop_flush"
 
 PENDING: dict[str, Callable[[], Awaitable[Json]]] = {}
 """The work of the steps this process's workflows asked for, by step key, until each is done."""
+
+
+class VersionRefused(OwnloopError):
+    """A worker refused to replay a segment another version of the workflow code started."""
 
 
 class SegmentRunner(Protocol):

@@ -37,11 +37,12 @@ from temporalio.workflow import SandboxImportNotificationPolicy
 from ownloop.agent import Agent
 from ownloop.contracts import SNAPSHOT_SCHEMA_VERSION, Actor, Approval
 from ownloop.engines import Json, run_segment
-from ownloop.exceptions import ConfigurationError, OwnloopError, UnknownApprovalRequest
+from ownloop.exceptions import ConfigurationError, UnknownApprovalRequest
 from ownloop.store import RunStore
 from ownloop.temporal._driver import (
     RUNNERS,
     TemporalDriver,
+    VersionRefused,
     ownloop_flush,
     ownloop_step,
     workflow_clock,
@@ -64,10 +65,6 @@ STEP_LAYOUT = 1
 
 VERSION = f"ownloop-checkpoint-v{SNAPSHOT_SCHEMA_VERSION}-steps{STEP_LAYOUT}"
 """The default workflow-code version (the patch marker a segment records)."""
-
-
-class VersionRefused(OwnloopError):
-    """A worker refused to replay a segment another version of the workflow code started."""
 
 
 def sandbox() -> SandboxedWorkflowRunner:

@@ -19,9 +19,11 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
+from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from ownloop.temporal._driver import runner_for
+    from ownloop.exceptions import ConfigurationError
+    from ownloop.temporal._driver import VersionRefused, runner_for
 
 __all__ = ["APPROVE_SIGNAL", "WORKFLOW_NAME", "OwnloopRun"]
 
@@ -68,6 +70,10 @@ class OwnloopRun:
 
         Returns:
             The last segment's summary (status, stop reason, the requests a pause waits for).
+
+        Raises:
+            ApplicationError: If the run failed in workflow code (as ``Agent.run`` would raise:
+                a failing revision source, say); the workflow fails, it is not retried.
         """
         runner = runner_for(workflow.info().task_queue)
         self._decisions[:0] = list(start.get("decisions", ()))  # taken before continuing as new
@@ -78,7 +84,14 @@ class OwnloopRun:
             decisions = [d for d in self._decisions if _names(d, wanted)]
             self._decisions = [d for d in self._decisions if not _names(d, wanted)]
             start = {"kind": "resume"}
-        summary = await runner.segment(agent_name, run_id, start, decisions)
+        try:
+            summary = await runner.segment(agent_name, run_id, start, decisions)
+        except (VersionRefused, ConfigurationError):
+            raise  # the workflow task fails and Temporal retries it, maybe on another worker
+        except Exception as error:  # workflow code is deterministic: a retry would fail again
+            raise ApplicationError(
+                f"run {run_id} failed: {error}", type=type(error).__name__, non_retryable=True
+            ) from error
         if summary.get("status") == "paused":
             waiting = {"kind": "wait", "requests": summary["requests"]}
             workflow.continue_as_new(
