@@ -149,7 +149,8 @@ def workflow_clock() -> StepClock:
     return StepClock(durable_sleep)
 
 
-def _reading_now() -> Json:
+def _now() -> Json:
+    """The workflow's time (deterministic): what a step that did not finish ends at."""
     now = workflow.now()
     return {"mono": now.timestamp(), "wall": now.isoformat()}
 
@@ -246,13 +247,12 @@ class TemporalDriver(EngineDriver):
                 retry_policy=_ONCE if kind in _WORK_KINDS else _BOOKKEEPING,
             )
         except ActivityError as error:
-            self.clock.adopt(_reading_now())
             if kind not in _WORK_KINDS:
                 raise ApplicationError(
                     f"ownloop step {kind} of run {self.run_id} failed: {error.cause}",
                     non_retryable=True,
                 ) from error
-            return encode_outcome(Failure(_unfinished(kind, timeout)))
+            result = {"value": encode_outcome(Failure(_unfinished(kind, timeout))), **_now()}
         finally:
             PENDING.pop(key, None)
         self._unrecorded = True
