@@ -300,3 +300,38 @@ def test_a_run_failing_in_workflow_code_fails_its_workflow_once(spec: Spec) -> N
     cause = asyncio.run(go())
     assert "the revision source is down" in str(cause)
     assert ledger_rows(spec.directory) == []
+
+
+class _BrokenDisk(SqliteRunStore):
+    """A SQLite store whose checkpoints fail, as a full or broken disk would make them."""
+
+    async def save(self, *args: Any, **kwargs: Any) -> int:
+        raise OSError("disk I/O error")
+
+
+def test_a_checkpoint_that_keeps_failing_fails_the_run_clearly(spec: Spec) -> None:
+    """Temporal retries a failing checkpoint a few times, then the workflow fails, naming it."""
+    from temporalio.client import WorkflowFailureError
+
+    from ownloop.temporal import TemporalRunner
+
+    async def go() -> BaseException:
+        client = await connect(spec)
+        base = make_runner(spec, client)
+        store = _BrokenDisk(Path(spec.directory) / "broken.db")
+        runner = TemporalRunner(store, base.agents, client, queue=spec.queue)
+        try:
+            async with runner.worker():
+                run_id = await runner.enqueue("export", "do the task")
+                with pytest.raises(WorkflowFailureError) as failed:
+                    await runner.result(run_id)
+        finally:
+            await store.close()
+            await base.store.close()
+        assert failed.value.cause is not None
+        return failed.value.cause
+
+    cause = asyncio.run(go())
+    assert "ownloop step persist of run" in str(cause)
+    assert "disk I/O error" in str(cause)
+    assert ledger_rows(spec.directory) == []

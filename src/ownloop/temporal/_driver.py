@@ -29,6 +29,7 @@ from typing import Any, Protocol
 from temporalio import activity, workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as TemporalTimeout
 
 from ownloop.clock import Clock
 from ownloop.engines import EngineDriver, Json, StepClock, encode_outcome, timed
@@ -246,10 +247,11 @@ class TemporalDriver(EngineDriver):
                 start_to_close_timeout=timedelta(seconds=timeout),
                 retry_policy=_ONCE if kind in _WORK_KINDS else _BOOKKEEPING,
             )
-        except ActivityError as error:
+        except (ActivityError, ApplicationError, TemporalTimeout) as error:
             if kind not in _WORK_KINDS:
+                cause = error.cause if isinstance(error, ActivityError) else error
                 raise ApplicationError(
-                    f"ownloop step {kind} of run {self.run_id} failed: {error.cause}",
+                    f"ownloop step {kind} of run {self.run_id} failed: {cause}",
                     non_retryable=True,
                 ) from error
             result = {"value": encode_outcome(Failure(_unfinished(kind, timeout))), **_now()}

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from temporalio import workflow
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from ownloop.exceptions import ConfigurationError
@@ -88,6 +88,8 @@ class OwnloopRun:
             summary = await runner.segment(agent_name, run_id, start, decisions)
         except (VersionRefused, ConfigurationError):
             raise  # the workflow task fails and Temporal retries it, maybe on another worker
+        except FailureError:
+            raise  # already a Temporal failure (a step that kept failing): the workflow fails
         except Exception as error:  # workflow code is deterministic: a retry would fail again
             raise ApplicationError(
                 f"run {run_id} failed: {error}", type=type(error).__name__, non_retryable=True
