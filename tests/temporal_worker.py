@@ -58,7 +58,7 @@ class Spec:
     reconcile: bool = False
     version: str = "v1"
     model_latency_s: float = 0.0
-    task_timeout_s: float = 2.0
+    task_timeout_s: float = 10.0
     step_timeout_s: float = 60.0
 
     def path(self, name: str) -> Path:

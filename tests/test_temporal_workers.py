@@ -2,7 +2,8 @@
 
 Workers are real processes (``tests/temporal_worker.py``) on the session's dev server; effects
 are counted in an external SQLite ledger. Each test has its own task queue, store and ledger. A
-killed worker's run moves when its workflow task times out (2 s here).
+killed worker's run moves when its workflow task times out: 3 s in the tests that kill one (10 s,
+the default, elsewhere, so a worker slowed by a busy machine never loses a task it is running).
 """
 
 from __future__ import annotations
@@ -141,6 +142,8 @@ def test_two_workers_share_runs_and_write_each_once(spec: Spec) -> None:
     assert len({key for key, _ in rows}) == len(run_ids)
 
 
+FAST: dict[str, Any] = {"task_timeout_s": 3.0}  # a killed worker's run moves after 3 s
+
 # kill point, reconcile -> (status after the take-over, effects in the ledger)
 KILLS = [
     ("write:after_commit", False, ("unresolved", 1)),  # committed, outcome never recorded
@@ -154,23 +157,28 @@ def test_worker_killed_mid_run_another_finishes_every_run_writing_each_once(
 ) -> None:
     """A worker SIGKILLed mid-run: another finishes its runs; no write runs twice."""
     doomed_run = f"crash-{uuid.uuid4().hex[:8]}"
-    doomed = replace(spec, name="doomed", kill_run=doomed_run, kill_at=kill_at, reconcile=reconcile)
+    doomed = replace(
+        spec, name="doomed", kill_run=doomed_run, kill_at=kill_at, reconcile=reconcile, **FAST
+    )
     worker = start(doomed)
     others = [f"other-{uuid.uuid4().hex[:8]}"]
     run_ids = enqueue(doomed, "export", 2, run_ids=[doomed_run, *others])
     assert kill_when_halted(spec, worker) == kill_at
-    survivor = start(replace(spec, name="survivor", reconcile=reconcile))
+    survivor = start(replace(spec, name="survivor", reconcile=reconcile, **FAST))
     summaries = dict(zip(run_ids, results(spec, run_ids), strict=True))
     stop(spec, survivor)
     status, effects = expected
     assert summaries[doomed_run]["status"] == status
     if status == "unresolved":
         assert summaries[doomed_run]["stop_reason"] == "unresolved_effect"
-    assert {summaries[r]["status"] for r in others} == {"completed"}
     rows = ledger_rows(spec.directory)
     assert len({key for key, _ in rows}) == len(rows), f"a write happened twice: {rows}"
-    assert [what for _, what in rows].count(f"{doomed_run}:export:q3") == effects
-    assert {f"{r}:export:q3" for r in others} <= {what for _, what in rows}
+    done = [what for _, what in rows]
+    assert done.count(f"{doomed_run}:export:q3") == effects
+    for other in others:  # it ran beside the doomed run: its write may have been cut too
+        assert summaries[other]["status"] in ("completed", "unresolved")
+        wrote = done.count(f"{other}:export:q3")
+        assert wrote == 1 if summaries[other]["status"] == "completed" else wrote <= 1
 
 
 def test_approval_from_another_process_resumes_the_run_once(spec: Spec) -> None:
@@ -213,17 +221,17 @@ def test_run_paused_under_one_version_resumes_under_the_next(spec: Spec) -> None
 def test_worker_of_another_version_refuses_a_segment_it_did_not_start(spec: Spec) -> None:
     """A v2 worker refuses, by name, to replay a v1 segment; a v1 worker finishes it, no rewrite."""
     run_id = f"crash-{uuid.uuid4().hex[:8]}"
-    doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="write:after_commit")
+    doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="write:after_commit", **FAST)
     worker = start(doomed)
     enqueue(doomed, "export", 1, run_ids=[run_id])
     kill_when_halted(spec, worker)
-    newer = start(replace(spec, name="newer", version="v2"))
+    newer = start(replace(spec, name="newer", version="v2", **FAST))
     deadline = time.monotonic() + 30
     while not any("another version" in message for message in task_failures(spec, run_id)):
         assert time.monotonic() < deadline, f"never refused: {task_failures(spec, run_id)}"
         time.sleep(0.1)
     stop(spec, newer)
-    older = start(replace(spec, name="older", version="v1"))
+    older = start(replace(spec, name="older", version="v1", **FAST))
     (summary,) = results(spec, [run_id])
     stop(spec, older)
     assert (summary["status"], summary["stop_reason"]) == ("unresolved", "unresolved_effect")
