@@ -139,7 +139,8 @@ class TemporalRunner:
         """Build the Temporal worker that runs this runner's workflows on its task queue.
 
         The workflow sandbox is `sandbox`'s (every module passed through); a ``workflow_runner``
-        option replaces it.
+        option replaces it. A stopping worker lets running steps finish for up to 30 s
+        (``graceful_shutdown_timeout``).
 
         Args:
             **options: Any other `temporalio.worker.Worker` option (concurrency limits, ...).
@@ -150,6 +151,9 @@ class TemporalRunner:
         RUNNERS[self.queue] = self
         settings: dict[str, Any] = {
             "workflow_runner": sandbox(),
+            # a stopping worker lets its steps finish (as DbosRunner.shutdown's drain does): a
+            # write cut by the stop would be unknown, not repeated, but unknown all the same
+            "graceful_shutdown_timeout": timedelta(seconds=30),
             **options,
         }
         return Worker(
