@@ -1,0 +1,169 @@
+"""The upgrade fence: a store opened before another release upgraded its database writes nothing.
+
+Every write transaction of the SQL stores reads the store's schema version; once it is not the
+one the store opened, the write raises `StoreUpgraded` and changes nothing. The upgrade is made
+behind the store's back, from another connection, as a newer release's migration would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import Callable, Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ownloop import Approval, Receipt, RunStatus
+from ownloop.contracts import ApprovalRequest, WriteIntent
+from ownloop.exceptions import SchemaVersionError, StoreUpgraded
+from ownloop.store import PostgresRunStore, SqliteRunStore
+from ownloop.store._schema import STORE_SCHEMA_VERSION
+from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
+
+Run = Callable[[Coroutine[Any, Any, Any]], Any]
+SqlStore = SqliteRunStore | PostgresRunStore
+NEWER = STORE_SCHEMA_VERSION + 1
+
+
+class Database:
+    """A SQLite file or a PostgreSQL schema, with a raw connection of its own."""
+
+    def __init__(self, kind: str, tmp_path: Path) -> None:
+        self.kind = kind
+        self.path = tmp_path / "runs.db"
+        self.schema = fresh_schema()
+        self.opened: list[SqlStore] = []
+
+    def open(self) -> SqlStore:
+        """Open a store on the database (as a worker process would)."""
+        store: SqlStore = (
+            SqliteRunStore(self.path)
+            if self.kind == "sqlite"
+            else PostgresRunStore(postgres_dsn(), schema=self.schema)
+        )
+        self.opened.append(store)
+        return store
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        """Run SQL on another connection; ``{s}.`` names the store's schema."""
+        if self.kind == "sqlite":
+            with sqlite3.connect(self.path, isolation_level=None) as raw:
+                return raw.execute(sql.replace("{s}.", "")).fetchall()
+        import psycopg
+
+        with psycopg.connect(postgres_dsn(), autocommit=True) as raw:
+            cursor = raw.execute(sql.replace("{s}", self.schema))  # type: ignore[arg-type]
+            return cursor.fetchall() if cursor.description else []
+
+    def upgrade(self) -> None:
+        """Record a newer store schema, as a newer release's migration does when it commits."""
+        when = ", 'later'" if self.kind == "sqlite" else ""
+        column = "" if self.kind == "sqlite" else " (version)"
+        self.query(f"INSERT INTO {{s}}.ownloop_schema{column} VALUES ({NEWER}{when})")
+
+
+@pytest.fixture
+def run() -> Iterator[Run]:
+    """One event loop per test, so PostgreSQL stores keep their connections."""
+    loop = asyncio.new_event_loop()
+    yield loop.run_until_complete
+    loop.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path, run: Run) -> Iterator[Database]:
+    """Each SQL database kind, empty."""
+    opened = Database(request.param, tmp_path)
+    yield opened
+    for store in opened.opened:
+        run(store.close())
+
+
+def _paused_run(store: SqlStore, run: Run) -> None:
+    request = ApprovalRequest(id="req-1", call_id="c1", tool="export", arguments={}, digest="dg")
+    paused = snapshot(state="paused", status=RunStatus.PAUSED)
+    run(
+        store.save(
+            paused.model_copy(update={"approval_requests": (request,)}), expected_version=None
+        )
+    )
+
+
+def test_a_store_upgraded_behind_its_back_fails_its_next_save_and_writes_nothing(
+    database: Database, run: Run
+) -> None:
+    """After another release's upgrade, the next save raises StoreUpgraded naming both versions."""
+    store = database.open()
+    _paused_run(store, run)
+    database.upgrade()
+    with pytest.raises(StoreUpgraded) as refused:
+        run(store.save(snapshot(task="the old layout"), expected_version=1))
+    message = str(refused.value)
+    assert f"is now at store schema version {NEWER}, but this process" in message
+    assert f"opened it at version {STORE_SCHEMA_VERSION} and writes only that layout" in message
+    assert "so it wrote nothing" in message
+    assert "Stop this worker and restart it on that release" in message
+    assert isinstance(refused.value, SchemaVersionError)
+    assert database.query("SELECT version, state FROM {s}.runs") == [(1, "paused")]
+    stored = run(store.get("run-1"))  # reading is still allowed
+    assert (stored.version, stored.snapshot.task) == (1, "task")
+    with pytest.raises(StoreUpgraded):
+        run(store.save(snapshot("run-2"), expected_version=None))
+    assert database.query("SELECT count(*) FROM {s}.runs") == [(1,)]
+
+
+def test_every_write_of_a_fenced_store_is_refused(database: Database, run: Run) -> None:
+    """Journal records, leases and decisions of a fenced store are refused; nothing changes."""
+    store = database.open()
+    _paused_run(store, run)
+    lease = run(store.acquire_lease("run-1", "worker-a", 60))
+    intent = WriteIntent(
+        run_id="run-1",
+        call_id="c1",
+        tool="export",
+        idempotency_key="k1",
+        arguments_digest="d" * 64,
+        recorded_at=T0,
+    )
+    run(store.record_intent(intent, lease=lease))
+    run(store.submit_approval("run-1", Approval(request_id="req-1", approved=True, approver="a")))
+    database.upgrade()
+    receipt = Receipt(call_id="c1", tool="export", status="ok", effect="applied")
+    writes: list[Coroutine[Any, Any, Any]] = [
+        store.record_intent(intent.model_copy(update={"call_id": "c2"})),
+        store.record_intent(intent.model_copy(update={"call_id": "c3"}), lease=lease),
+        store.record_receipt("run-1", "c1", receipt),
+        store.record_receipt("run-1", "c1", receipt, lease=lease),
+        store.acquire_lease("run-2", "worker-b", 60),
+        store.acquire_lease("run-1", "worker-b", 60, take_over=True),
+        store.renew_lease(lease, 60),
+        store.release_lease(lease),
+        store.submit_approval("run-1", Approval(digest="dg", approved=False, approver="b")),
+        store.withdraw_approvals("run-1", "req-1"),
+    ]
+    for write in writes:
+        with pytest.raises(StoreUpgraded):
+            run(write)
+    assert database.query("SELECT call_id, receipt FROM {s}.journal") == [("c1", None)]
+    assert database.query("SELECT run_id, owner FROM {s}.leases") == [("run-1", "worker-a")]
+    assert database.query("SELECT count(*) FROM {s}.approvals") == [(1,)]
+
+
+def test_a_store_opened_after_the_upgrade_is_refused_at_once(database: Database, run: Run) -> None:
+    """A process of the older release that starts after the upgrade is refused when it opens."""
+    run(database.open().list_runs())
+    database.upgrade()
+    with pytest.raises(SchemaVersionError, match=f"store schema version {NEWER}"):
+        run(database.open().list_runs())
+
+
+def test_the_fence_passes_while_the_schema_is_unchanged(database: Database, run: Run) -> None:
+    """Two stores of this release on one database both write: the fence is only the version."""
+    first, second = database.open(), database.open()
+    _paused_run(first, run)
+    assert run(second.save(snapshot(task="next"), expected_version=1)) == 2
+    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [
+        (STORE_SCHEMA_VERSION,)
+    ]
