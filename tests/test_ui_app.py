@@ -572,6 +572,9 @@ def test_a_decision_by_digest_from_elsewhere_refuses_the_pages_decision(tmp_path
                 store.rival = Approval(digest=digest, approved=False, approver="bob")
                 answers.append(await http.post(path, data=form(app, digest, "approve")))
                 answers.append(await http.post(path, data=form(app, digest, "approve")))
+                page = (await http.get("/approvals")).text
+                assert '<p class="decided denied">' in page  # shown as decided, by digest
+                assert "Denied by bob" in page
             return [(a.status_code, a.text) for a in answers], await store.submitted_approvals(
                 "r-approve"
             )
