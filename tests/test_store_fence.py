@@ -173,3 +173,31 @@ def test_the_fence_passes_while_the_schema_is_unchanged(database: Database, run:
     assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [
         (STORE_SCHEMA_VERSION,)
     ]
+
+
+def test_a_running_agent_stops_at_its_next_checkpoint_after_an_upgrade(tmp_path: Path) -> None:
+    """A run whose store is upgraded mid-run raises StoreUpgraded at its next checkpoint."""
+    from ownloop import Agent, ToolRegistry
+    from ownloop.testing import ScriptedModel, final, tool_call
+
+    database = Database("sqlite", tmp_path)
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def status() -> str:
+        """Read the status (meanwhile a newer release upgrades the store)."""
+        database.upgrade()
+        return "green"
+
+    async def scenario() -> list[tuple[Any, ...]]:
+        async with SqliteRunStore(database.path) as store:
+            model = ScriptedModel([tool_call("status", "c1"), final("all green")])
+            agent = Agent(model, registry, store=store)
+            with pytest.raises(StoreUpgraded, match=f"now at store schema version {NEWER}"):
+                await agent.run("check the status", run_id="run-1")
+        return database.query("SELECT version, state FROM runs")
+
+    ((version, state),) = asyncio.run(scenario())
+    assert state == "running"  # the checkpoint after the tool call never landed
+    assert database.query("SELECT count(*) FROM run_items WHERE part = 'messages'") == [(2,)]
+    assert version >= 1
