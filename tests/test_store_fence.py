@@ -201,3 +201,59 @@ def test_a_running_agent_stops_at_its_next_checkpoint_after_an_upgrade(tmp_path:
     assert state == "running"  # the checkpoint after the tool call never landed
     assert database.query("SELECT count(*) FROM run_items WHERE part = 'messages'") == [(2,)]
     assert version >= 1
+
+
+def test_a_postgres_upgrade_waits_for_a_write_in_flight(tmp_path: Path) -> None:
+    """An upgrade on PostgreSQL takes the schema table's lock: it waits for a fenced write's end."""
+    import threading
+
+    import psycopg
+
+    from ownloop.store._schema import POSTGRES_MIGRATIONS
+
+    database = Database("postgres", tmp_path)
+    statements = [s for version in POSTGRES_MIGRATIONS[:3] for s in version]
+    for statement in [
+        "CREATE SCHEMA {s}",
+        *statements,
+        "CREATE TABLE {s}.ownloop_schema (version integer PRIMARY KEY, applied_at timestamptz)",
+        "INSERT INTO {s}.ownloop_schema VALUES (1, now()), (2, now()), (3, now())",
+    ]:
+        database.query(statement)
+    with psycopg.connect(postgres_dsn()) as writer:  # a transaction, as a write of schema 3 holds
+        writer.execute(f"SELECT max(version) FROM {database.schema}.ownloop_schema")  # type: ignore[arg-type]
+        upgraded = threading.Event()
+
+        def upgrade() -> None:
+            asyncio.run(_open_and_close(database))
+            upgraded.set()
+
+        upgrader = threading.Thread(target=upgrade)
+        upgrader.start()
+        waiting = (
+            "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+            f"JOIN pg_namespace n ON n.oid = c.relnamespace WHERE NOT l.granted "
+            f"AND c.relname = 'ownloop_schema' AND n.nspname = '{database.schema}'"
+        )
+        _wait_until(lambda: database.query(waiting) == [(1,)])
+        assert not upgraded.is_set()
+        writer.commit()
+    upgrader.join(60)
+    assert upgraded.is_set()
+    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [
+        (STORE_SCHEMA_VERSION,)
+    ]
+
+
+async def _open_and_close(database: Database) -> None:
+    async with PostgresRunStore(postgres_dsn(), schema=database.schema) as store:
+        await store.list_runs()
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    import time
+
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never held"
+        time.sleep(0.02)
