@@ -675,3 +675,12 @@ async def _submitted(store: RunStore) -> list[Approval]:
         return await store.submitted_approvals("run-1")
     finally:
         await store.close()  # type: ignore[attr-defined]
+
+
+def test_withdrawing_from_a_run_no_longer_stored_goes_by_the_decisions_name() -> None:
+    """Without the run's snapshot, a withdrawal removes only decisions naming what it names."""
+    from ownloop.store._rules import withdrawn
+
+    assert withdrawn(None, _approval("req-1"), "req-1")
+    assert withdrawn(None, _by_digest("req-1"), "dg-req-1")
+    assert not withdrawn(None, _by_digest("req-1"), "req-1")
