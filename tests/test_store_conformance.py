@@ -684,3 +684,19 @@ def test_withdrawing_from_a_run_no_longer_stored_goes_by_the_decisions_name() ->
     assert withdrawn(None, _approval("req-1"), "req-1")
     assert withdrawn(None, _by_digest("req-1"), "dg-req-1")
     assert not withdrawn(None, _by_digest("req-1"), "req-1")
+
+
+def test_a_resume_applies_the_first_unapplied_decision_deciding_each_waiting_request() -> None:
+    """Decisions for no waiting request, applied ones and later ones for a decided request drop."""
+    from ownloop.store._rules import usable_decisions
+
+    request = ApprovalRequest(
+        id="req-2", call_id="c1", tool="export", arguments={}, digest="dg-req-2"
+    )
+    applied = _approval("req-2", "carol")
+    paused = snapshot("run-1", state="paused", status=RunStatus.PAUSED).model_copy(
+        update={"approval_requests": (request,), "approvals": (applied,)}
+    )
+    elsewhere, first, later = _approval("req-1"), _by_digest("req-2"), _approval("req-2", "bob")
+    assert usable_decisions(paused, [elsewhere, applied, first, later]) == [first]
+    assert usable_decisions(paused, [later, first]) == [later]
