@@ -164,6 +164,8 @@ class PostgresRunStore:
             if current < STORE_SCHEMA_VERSION:
                 # Wait for the writes in flight (each reads this table in its upgrade fence) and
                 # hold every later one until the upgrade commits: they then see the new version.
+                # A migration that alters tables should lock them before this one (a write locks
+                # its table first, then reads this one), so an upgrade never deadlocks a write.
                 await connection.execute(
                     self._sql("LOCK TABLE {s}.ownloop_schema IN ACCESS EXCLUSIVE MODE")
                 )
