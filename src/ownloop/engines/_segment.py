@@ -15,6 +15,7 @@ from ownloop.contracts import Actor, Approval, JournalEntry, RunResult, RunSnaps
 from ownloop.engines._driver import EngineDriver, Json, nothing
 from ownloop.loop import run_loop
 from ownloop.store import RunStore
+from ownloop.store._rules import usable_decisions
 
 __all__ = ["load_resume", "run_segment", "summary"]
 
@@ -42,8 +43,9 @@ def summary(run_id: str, result: RunResult | None) -> Json:
 async def load_resume(store: RunStore, run_id: str) -> Json:
     """Read what a resumed segment starts from: snapshot, version, new decisions, journal.
 
-    Of the decisions submitted for a request, the first stands; decisions the snapshot already
-    applied are not offered again (a decision is consumed once).
+    Of the decisions submitted for a request (by its id or its digest), the first stands;
+    decisions the snapshot already applied, or that decide nothing the run waits for, are not
+    offered again (a decision is consumed once; see ``ownloop.store._rules.usable_decisions``).
 
     Args:
         store: The run store.
@@ -56,14 +58,7 @@ async def load_resume(store: RunStore, run_id: str) -> Json:
     if stored is None:
         return {"snapshot": None}
     snapshot = stored.snapshot
-    applied = {*snapshot.approvals, *snapshot.available_approvals}
-    decided = {(a.request_id, a.digest) for a in applied}
-    approvals: list[Approval] = []
-    for approval in await store.submitted_approvals(run_id):
-        key = (approval.request_id, approval.digest)
-        if approval not in applied and key not in decided:  # the first decision stands
-            decided.add(key)
-            approvals.append(approval)
+    approvals = usable_decisions(snapshot, await store.submitted_approvals(run_id))
     return {
         "snapshot": snapshot.model_dump(mode="json"),
         "version": stored.version,
