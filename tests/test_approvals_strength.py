@@ -25,6 +25,7 @@ from ownloop.policy import (
     approval_digest,
     approval_request_id,
     deny_tools,
+    legacy_approval_digest,
     matching_approval,
     require_approval_for,
 )
@@ -387,3 +388,10 @@ def test_what_the_model_is_told_is_labelled_by_its_source() -> None:
         [("c1", "approval_denied")],
     ]
     assert executed == Counter()
+
+
+def test_the_legacy_approval_digest_is_pinned() -> None:
+    """The old formula (recognising requests paused before the canonical encoding) is pinned."""
+    payload = '{"arguments":{"note":"café"},"revision":"r","tool":"refund"}'
+    expected = hashlib.sha256(payload.encode()).hexdigest()
+    assert legacy_approval_digest("refund", {"note": "café"}, "r") == expected
