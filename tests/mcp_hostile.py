@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import anyio
-from mcp import types
+from mcp import MCPError, types
 from mcp.server.lowlevel.server import Server
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
@@ -57,6 +57,8 @@ class Hostile:
         """Tools that replace the listed ones when ``announce`` runs."""
         self.delays: dict[str, float] = {}
         self.results: dict[str, Any] = {}
+        self.errors: dict[str, int] = {}
+        """Tools answered with a JSON-RPC error of this code (after recording the call)."""
         self.list_delay_s = 0.0
         self.calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
         self.finished: list[str] = []
@@ -94,6 +96,8 @@ class Hostile:
         except anyio.get_cancelled_exc_class():
             self.cancelled += 1
             raise
+        if params.name in self.errors:
+            raise MCPError(code=self.errors[params.name], message=f"{params.name} failed")
         self.finished.append(params.name)
         return self.results.get(params.name, _text({"done": params.name, "arguments": arguments}))
 

@@ -11,6 +11,7 @@ import pytest
 
 from ownloop import Agent, ConfigurationError, Limits, RunStatus, ToolDefinitionError
 from ownloop.mcp import HttpServer, InProcessServer, MCPToolset, StdioServer
+from ownloop.mcp._validate import closed, schema_check
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
 from tests.mcp_hostile import Hostile, deep_schema, text_result, tool
@@ -296,6 +297,7 @@ def test_server_records_hide_their_secrets() -> None:
     assert "crm.example.invalid:8443/mcp" in shown
     assert "'Authorization': '***'" in shown
     assert "'API_TOKEN': '***'" in shown
+    assert "url='https://***@host/mcp'" in repr(HttpServer(name="u", url="https://u@host/mcp"))
     plain = HttpServer(name="p", url="http://127.0.0.1/mcp")
     assert "url='http://127.0.0.1/mcp'" in repr(plain)
     assert "url='***'" in repr(HttpServer(name="b", url="http://[::1/mcp"))
@@ -305,3 +307,78 @@ def test_a_record_of_the_wrong_kind_is_refused() -> None:
     """Only the three server records are accepted."""
     with pytest.raises(ConfigurationError, match="InProcessServer"):
         MCPToolset(object())  # type: ignore[arg-type]
+
+
+def test_json_rpc_errors_refuse_reads_and_leave_writes_unknown_in_process() -> None:
+    """A refusal is an error receipt; another error is one for a read, unknown for a write."""
+    hostile = Hostile(tool("refuse"), tool("fail_read"), tool("fail_write"))
+    hostile.errors.update(refuse=-32602, fail_read=-32603, fail_write=-32603)
+    record = _record(hostile, effects={"fail_read": "read"})
+    policy = allow_writes("refuse", "fail_write")
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([tool_call("refuse"), tool_call("fail_read"), final("ok")])
+        refused = Agent(model, tools, policy=policy).run_sync("refuse")
+        model = ScriptedModel([tool_call("fail_write"), final("?")])
+        unknown = Agent(model, tools, policy=policy).run_sync("write")
+    assert [(r.status, r.effect) for r in refused.receipts] == [("error", "none")] * 2
+    assert "refused the call (-32602)" in str(refused.receipts[0].message)
+    assert (unknown.receipts[0].status, unknown.receipts[0].effect) == ("unknown", "unknown")
+    assert unknown.status is RunStatus.UNRESOLVED
+
+
+def test_closing_a_schema_closes_every_object_and_keeps_what_is_left_open() -> None:
+    """Objects naming properties get additionalProperties false; open maps and allOf parts stay."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "object", "properties": {"b": {"type": "string"}}},
+            "map": {"type": "object", "additionalProperties": {"type": "object", "properties": {}}},
+            "keys": {"type": "object", "patternProperties": {"^x": {"properties": {}}}},
+            "both": {"allOf": [{"properties": {"c": {}}}, {"properties": {"d": {}}}]},
+            "one": {"anyOf": [{"properties": {"e": {}}}, {"type": "null"}]},
+            "list": {"type": "array", "items": {"properties": {"f": {}}}},
+            "ref": {"$ref": "#/$defs/R"},
+        },
+        "$defs": {"R": {"type": "object", "properties": {"g": {}}}},
+    }
+    shut = closed(schema)
+    properties = shut["properties"]
+    assert shut["additionalProperties"] is False
+    assert properties["a"]["additionalProperties"] is False
+    assert properties["map"]["additionalProperties"] == {
+        "type": "object",
+        "properties": {},
+        "additionalProperties": False,
+    }
+    assert "additionalProperties" not in properties["keys"]
+    assert properties["keys"]["patternProperties"]["^x"]["additionalProperties"] is False
+    assert properties["both"]["unevaluatedProperties"] is False
+    assert all("additionalProperties" not in part for part in properties["both"]["allOf"])
+    assert properties["one"]["anyOf"][0]["additionalProperties"] is False
+    assert properties["one"]["anyOf"][1] == {"type": "null"}
+    assert properties["list"]["items"]["additionalProperties"] is False
+    assert shut["$defs"]["R"]["additionalProperties"] is False
+    assert properties["ref"] == {"$ref": "#/$defs/R"}
+    assert closed(True) is True
+
+
+def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
+    """pattern, patternProperties and additionalProperties keep their JSON Schema meaning."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "s": {"pattern": "^a"},
+            "m": {"patternProperties": {"^n": {"type": "integer"}}, "additionalProperties": False},
+            "o": {"additionalProperties": {"type": "string"}},
+        },
+    }
+    check = schema_check(closed(schema), schema, "t")
+    assert check({"s": 5, "m": [], "o": "not an object"}) is None  # other types: not checked
+    assert check({"s": "ab", "m": {"n1": 1}, "o": {"k": "v"}}) is None
+    assert "does not match" in str(check({"s": "b"}))
+    assert "is not of type 'integer'" in str(check({"m": {"n1": "x"}}))
+    assert "unexpected properties: 'z'" in str(check({"m": {"z": 1}}))
+    assert "is not of type 'string'" in str(check({"o": {"k": 1}}))
+    assert "unexpected properties: 'extra'" in str(check({"extra": 1}))
+    with pytest.raises(ToolDefinitionError, match="invalid"):
+        schema_check({"type": 5}, {}, "t")

@@ -30,7 +30,7 @@ from ownloop.exceptions import ConfigurationError, TransientToolError
 from ownloop.mcp._config import HttpServer, InProcessServer, StdioServer
 from ownloop.mcp._connection import Connection
 from ownloop.mcp._convert import build_tool, call_result
-from ownloop.tools import DEFAULT_MAX_ARGUMENT_BYTES, ExternalTool, ToolContext, ToolRegistry
+from ownloop.tools import DEFAULT_MAX_ARGUMENT_BYTES, ToolContext, ToolRegistry
 
 __all__ = ["IDEMPOTENCY_META_KEY", "MCPToolset"]
 
@@ -45,7 +45,6 @@ _TRANSPORT_FAILURES = (
     OSError,  # after TimeoutError, which is one but says nothing about the connection
 )
 _CONNECTION_CLOSED = -32000
-_REQUEST_TIMEOUT = -32001
 _REFUSALS = frozenset({-32600, -32601, -32602})  # invalid request, no such method, bad params:
 # the server refused before running anything. Any other error answer to a write (an internal
 # error, say) may come after part of it ran, so its effect is unknown.
@@ -281,16 +280,12 @@ class MCPToolset(ToolRegistry):
             {IDEMPOTENCY_META_KEY: context.idempotency_key} if context.idempotency_key else None
         )
         registry_name = context.tool
-        spec = self._spec(registry_name)
+        spec = self._offered[registry_name]  # the strictest this tool was ever offered as
         write, again = spec.effect == "write", spec.idempotent
         try:
-            with anyio.fail_after(timeout):
-                result = await client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout, meta=meta
-                )
+            with anyio.fail_after(timeout):  # abandoning it sends notifications/cancelled
+                result = await client.call_tool(name, arguments, meta=meta)
         except MCPError as error:
-            if error.code == _REQUEST_TIMEOUT:
-                return _timed_out(context, name, timeout, write=write, again=again, cause=error)
             if error.code in _REFUSALS or (error.code != _CONNECTION_CLOSED and not write):
                 return _refused(context, error)  # the server answered; a read changed nothing
             if error.code == _CONNECTION_CLOSED:
@@ -308,12 +303,6 @@ class MCPToolset(ToolRegistry):
             tool=registry_name,
             max_bytes=connection.options.max_result_bytes,
         )
-
-    def _spec(self, name: str) -> ToolSpec:
-        tool = self.get(name)
-        if isinstance(tool, ExternalTool):
-            return tool.spec
-        return self._offered[name]  # withdrawn while the call was on its way
 
     def _running_portal(self) -> BlockingPortal:
         if self._portal is None:
