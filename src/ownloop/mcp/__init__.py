@@ -14,7 +14,7 @@ from ownloop.mcp._config import (
     ServerOptions,
     StdioServer,
 )
-from ownloop.mcp._serve import RegistryServer
+from ownloop.mcp._serve import RegistryServer, served_call_key
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY, MCPToolset
 
 __all__ = [
@@ -26,4 +26,5 @@ __all__ = [
     "RegistryServer",
     "ServerOptions",
     "StdioServer",
+    "served_call_key",
 ]
