@@ -195,3 +195,48 @@ def test_an_approval_is_found_by_the_call_however_many_others_wait(tmp_path: Pat
     again = asyncio.run(ask(5))
     assert again.structured_content["status"] == "approval_required"  # type: ignore[index]
     assert again.structured_content["run_id"] != facts["run_id"]  # type: ignore[index]
+
+
+def test_a_repeat_waits_bounded_and_another_process_never_reruns(tmp_path: Path) -> None:
+    """A repeat of a call in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
+    bank = Bank()
+    bank.release.clear()
+    server = _server(tmp_path, bank)
+    server.repeat_wait_s = 0.05
+    elsewhere = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1)
+
+    async def scenario() -> list[Any]:
+        first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        for _ in range(3000):
+            if bank.transfers:
+                break
+            await asyncio.sleep(0.01)
+        waited = await server.call("transfer", arguments, key=key)
+        other = await elsewhere.call("transfer", arguments, key=key)
+        bank.release.set()
+        return [waited, other, await first]
+
+    waited, other, first = asyncio.run(scenario())
+    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
+    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert first.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_calls_without_a_key_are_numbered_and_each_runs(tmp_path: Path) -> None:
+    """Identical reads without a key are separate calls: runs 1..n, the latest found by id."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[str]:
+        for _ in range(6):
+            answer = await server.call("balance", {"account": "a1"})
+            assert answer.structured_content == {"account": "a1", "balance": 100}
+        return sorted(run.run_id for run in await server.store.list_runs(limit=100))
+
+    run_ids = asyncio.run(scenario())
+    assert len(run_ids) == 6
+    assert sorted(int(run_id.rsplit("-", 1)[1]) for run_id in run_ids) == [1, 2, 3, 4, 5, 6]
+    assert len({run_id.rsplit("-", 1)[0] for run_id in run_ids}) == 1

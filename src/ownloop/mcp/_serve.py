@@ -182,12 +182,13 @@ class RegistryServer:
             return _error("this call is being served already; try again shortly", {})
         if isinstance(running, types.CallToolResult):
             return running
-        return await self._await(running)
+        future, repeat = running
+        return await self._await(future, self.repeat_wait_s if repeat else None)
 
     async def _decide(
         self, identity: str, task: str, key: str | None
-    ) -> types.CallToolResult | asyncio.Future[RunResult]:
-        """Find the run this call already has, or start its own."""
+    ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
+        """Find the run this call already has (a repeat), or start its own."""
         run_id: str | None
         if key is not None and key.startswith("key:"):
             run_id = f"mcp-k-{self._call_key(key)}"
@@ -204,14 +205,14 @@ class RegistryServer:
         if key is not None and not key.startswith("key:"):
             self._remember(key, run_id)
         if run_id in self._inflight:
-            return self._inflight[run_id]
+            return self._inflight[run_id], True
         if stored is not None:
             return await self._from_stored(stored, task)
-        return self._start(run_id, self._agent.run(task, actor=self.actor, run_id=run_id))
+        return self._start(run_id, self._agent.run(task, actor=self.actor, run_id=run_id)), False
 
     async def _from_stored(
         self, stored: StoredRun, task: str
-    ) -> types.CallToolResult | asyncio.Future[RunResult]:
+    ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
         snapshot = stored.snapshot
         if snapshot.task != task:
             return _error(
@@ -219,7 +220,7 @@ class RegistryServer:
                 {"status": "rejected", "code": "key_reused", "run_id": snapshot.run_id},
             )
         if snapshot.state == "paused":
-            return self._start(snapshot.run_id, self._agent.resume(snapshot.run_id))
+            return self._start(snapshot.run_id, self._agent.resume(snapshot.run_id)), False
         if snapshot.state == "running" or snapshot.result is None:
             return _error(
                 f"This call was started before (run {snapshot.run_id}) and did not finish "
@@ -235,9 +236,12 @@ class RegistryServer:
         future.add_done_callback(lambda _: self._inflight.pop(run_id, None))
         return future
 
-    async def _await(self, running: asyncio.Future[RunResult]) -> types.CallToolResult:
+    async def _await(
+        self, running: asyncio.Future[RunResult], bound: float | None
+    ) -> types.CallToolResult:
+        """Wait for a run (a repeat waits at most ``bound``); cancelling this leaves it going."""
         try:
-            result = await asyncio.wait_for(asyncio.shield(running), self.repeat_wait_s)
+            result = await asyncio.wait_for(asyncio.shield(running), bound)
         except TimeoutError:
             return _error("This call is still being performed; ask again later.", {})
         except (RunLeased, StaleCheckpoint):
