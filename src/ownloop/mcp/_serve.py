@@ -177,7 +177,8 @@ class RegistryServer:
         identity = self._call_key(checked.digest)
         try:
             async with self._deciding:  # calls decide one at a time (a few lookups by id)
-                running = await self._decide(identity, task, key)
+                write = checked.tool.spec.effect == "write"
+                running = await self._decide(identity, task, key, write=write)
         except (RunLeased, StaleCheckpoint):
             return _error("this call is being served already; try again shortly", {})
         if isinstance(running, types.CallToolResult):
@@ -186,9 +187,13 @@ class RegistryServer:
         return await self._await(future, self.repeat_wait_s if repeat else None)
 
     async def _decide(
-        self, identity: str, task: str, key: str | None
+        self, identity: str, task: str, key: str | None, *, write: bool
     ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
-        """Find the run this call already has (a repeat), or start its own."""
+        """Find the run this call already has (a repeat), or start its own.
+
+        Without a client key, the latest call of the same identity is this one when it waits
+        for an approval, or (for a write) when it is in flight or its effect is unknown.
+        """
         run_id: str | None
         if key is not None and key.startswith("key:"):
             run_id = f"mcp-k-{self._call_key(key)}"
@@ -197,7 +202,7 @@ class RegistryServer:
         stored = await self.store.get(run_id) if run_id is not None else None
         if run_id is None or (stored is None and run_id not in self._inflight):
             latest = await self._latest(identity)
-            if run_id is None and latest is not None and _still_open(latest):
+            if run_id is None and latest is not None and _still_open(latest, write=write):
                 run_id, stored = latest.snapshot.run_id, latest
             elif run_id is None:
                 generation = _generation(latest) + 1
@@ -314,10 +319,14 @@ def _generation(stored: StoredRun | None) -> int:
     return 0 if stored is None else int(stored.snapshot.run_id.rsplit("-", 1)[1])
 
 
-def _still_open(stored: StoredRun) -> bool:
-    """Whether a repeat belongs to this run: waiting for approval, in flight, or unknown."""
+def _still_open(stored: StoredRun, *, write: bool) -> bool:
+    """Whether a repeat belongs to this run: waiting for approval; a write in flight or unknown."""
     snapshot = stored.snapshot
-    if snapshot.state in ("paused", "running") or snapshot.result is None:
+    if snapshot.state == "paused":
+        return True
+    if not write:
+        return False
+    if snapshot.state == "running" or snapshot.result is None:
         return True
     return snapshot.result.status is RunStatus.UNRESOLVED
 
