@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 
 from ownloop import Agent, ConfigurationError, Limits, RunStatus, ToolDefinitionError
 from ownloop.mcp import HttpServer, InProcessServer, MCPToolset, StdioServer
-from ownloop.mcp._validate import closed, schema_check
+from ownloop.mcp._validate import check_limits, closed, schema_check
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
 from tests.mcp_hostile import Hostile, deep_schema, text_result, tool
@@ -382,3 +383,44 @@ def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     assert "unexpected properties: 'extra'" in str(check({"extra": 1}))
     with pytest.raises(ToolDefinitionError, match="invalid"):
         schema_check({"type": 5}, {}, "t")
+
+
+def test_a_records_url_keeps_its_shape_with_every_credential_hidden() -> None:
+    """User and password become ***, each query value too; names, flags and the rest stay."""
+    url = "https://user:pw@h.invalid:8443/p?token=s3cret&flag&x=1=2#frag"
+    shown = repr(HttpServer(name="c", url=url))
+    assert "url='https://***@h.invalid:8443/p?token=***&flag&x=***#frag'" in shown
+    assert "url='https://h.invalid/p?a&b'" in repr(
+        HttpServer(name="c", url="https://h.invalid/p?a&b")
+    )
+    assert "headers={}" in repr(HttpServer(name="c", url="https://h.invalid/p"))
+    assert "env=None" in repr(StdioServer(name="s", command="x"))
+
+
+def test_a_rejection_names_each_problem_where_it_is() -> None:
+    """Problems are listed by path (the root as "(arguments)"), at most eight, joined by "; "."""
+    schema = {
+        "type": "object",
+        "properties": {"must": {}, **{f"p{i}": {"type": "integer"} for i in range(10)}},
+        "required": ["must"],
+    }
+    check = schema_check(closed(schema), schema, "t")
+    assert check({"p1": "x", "p0": "y"}) == (
+        "(arguments): 'must' is a required property; "
+        "p0: 'y' is not of type 'integer'; p1: 'x' is not of type 'integer'"
+    )
+    many = str(check({f"p{i}": "x" for i in range(10)}))
+    assert many.count("; ") == 7
+    assert check({"must": 1}) is None
+
+
+def test_schema_limits_are_inclusive() -> None:
+    """A schema exactly at the depth or size limit is taken; one level or byte more is not."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}}}  # depth 4, 57 bytes
+    size = len(json.dumps(schema, ensure_ascii=False).encode())
+    check_limits(schema, tool="t", max_depth=4, max_bytes=size)
+    with pytest.raises(ToolDefinitionError, match=r"deeper than max_schema_depth \(3\)"):
+        check_limits(schema, tool="t", max_depth=3, max_bytes=size)
+    with pytest.raises(ToolDefinitionError, match=rf"is {size} bytes, more than max_schema_bytes"):
+        check_limits(schema, tool="t", max_depth=4, max_bytes=size - 1)
+    check_limits([{"a": ["é"]}], tool="t", max_depth=4, max_bytes=15)
