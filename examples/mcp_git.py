@@ -41,6 +41,7 @@ def main() -> None:
             name="git",
             command=sys.executable,
             args=("-m", "mcp_server_git", "--repository", directory),
+            trust_annotations=True,  # a reference server we chose: its read-only hints count
         )
         model = ScriptedModel(
             [

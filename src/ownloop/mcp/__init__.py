@@ -7,16 +7,24 @@ the reverse: it exposes a `ToolRegistry` to any MCP client, every call going thr
 and a store. Only this package imports the ``mcp`` SDK (``pip install 'ownloop[mcp]'``).
 """
 
-from ownloop.mcp._config import DEFAULT_IDEMPOTENCY_ARGUMENT, HttpServer, ServerOptions, StdioServer
-from ownloop.mcp._serve import RegistryServer
+from ownloop.mcp._config import (
+    DEFAULT_IDEMPOTENCY_ARGUMENT,
+    HttpServer,
+    InProcessServer,
+    ServerOptions,
+    StdioServer,
+)
+from ownloop.mcp._serve import RegistryServer, served_call_key
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY, MCPToolset
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_ARGUMENT",
     "IDEMPOTENCY_META_KEY",
     "HttpServer",
+    "InProcessServer",
     "MCPToolset",
     "RegistryServer",
     "ServerOptions",
     "StdioServer",
+    "served_call_key",
 ]
