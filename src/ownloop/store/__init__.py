@@ -8,11 +8,14 @@ Importing this package never needs psycopg: `PostgresRunStore` imports it when i
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
 from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
+from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
 
 __all__ = [
     "MemoryRunStore",
     "PostgresRunStore",
+    "PruneReport",
+    "Retention",
     "RunStore",
     "SqliteRunStore",
     "StoredRun",

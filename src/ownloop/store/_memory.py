@@ -19,6 +19,14 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import SchemaVersionError, StaleCheckpoint
 from ownloop.store._port import StoredRun
+from ownloop.store._retention import (
+    PruneReport,
+    Retention,
+    RetentionSchedule,
+    SpareReason,
+    open_write,
+    spared_because,
+)
 from ownloop.store._rules import (
     check_submission,
     decides,
@@ -71,10 +79,12 @@ class MemoryRunStore:
 
     Args:
         clock: Judges lease expiry (a `FakeClock` lets tests stall a worker past its lease).
+        retention: Prune as runs finish, one batch at a time (see `Retention`).
     """
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, retention: Retention | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
         self._runs: dict[str, StoredRun] = {}
         self._leases: dict[str, Lease] = {}
         self._journal: dict[str, list[JournalEntry]] = {}
@@ -95,6 +105,9 @@ class MemoryRunStore:
             )
         version = (found or 0) + 1
         self._runs[snapshot.run_id] = StoredRun(snapshot, version)
+        schedule = self._schedule
+        if schedule is not None and schedule.due(snapshot.state, self._clock.now()):
+            await self.prune_runs(schedule.retention)
         return version
 
     async def get(self, run_id: str) -> StoredRun | None:
@@ -210,6 +223,50 @@ class MemoryRunStore:
         removed = len(self._approvals.get(run_id, [])) - len(kept)
         self._approvals[run_id] = kept
         return removed
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`)."""
+        now = self._clock.now()
+        statuses = retention.status_values()
+        covered = sorted(
+            (
+                stored.snapshot
+                for stored in self._runs.values()
+                if stored.snapshot.state in ("finished", "paused")
+                and (not statuses or summarize(stored.snapshot, 1).status in statuses)
+            ),
+            key=lambda snapshot: (snapshot.saved_at, snapshot.run_id),
+            reverse=True,
+        )
+        cutoff = retention.cutoff(now)
+        keep = retention.keep_latest
+        removable: list[str] = []
+        spared: dict[SpareReason, int] = {}
+        for rank, snapshot in enumerate(covered):
+            old = cutoff is not None and snapshot.saved_at < cutoff
+            if not (old or (keep is not None and rank >= keep)):
+                continue
+            lease = self._leases.get(snapshot.run_id)
+            reason = spared_because(
+                retention,
+                state=snapshot.state,
+                status=summarize(snapshot, 1).status,
+                unknown_effect=open_write(self._journal.get(snapshot.run_id, [])),
+                leased=lease is not None and lease.expires_at > now,
+            )
+            if reason is None:
+                removable.append(snapshot.run_id)
+            else:
+                spared[reason] = spared.get(reason, 0) + 1
+        removable.reverse()  # oldest first
+        doomed = tuple(removable[: retention.batch])
+        if not dry_run:
+            for run_id in doomed:
+                for table in (self._runs, self._leases, self._journal, self._approvals):
+                    table.pop(run_id, None)
+        return PruneReport(
+            run_ids=doomed, dry_run=dry_run, spared=spared, more=len(removable) > len(doomed)
+        )
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._runs)})"

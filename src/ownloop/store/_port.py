@@ -14,7 +14,10 @@ Every implementation keeps the same promises, proven by one shared test suite:
 - an intent is durable before ``record_intent`` returns, and so is a receipt;
 - approvals submitted from another process wait in the store until a resume applies them; a
   decision naming no request the run waits for is refused at submission, and stored decisions
-  can be listed and withdrawn.
+  can be listed and withdrawn;
+- ``prune_runs`` removes the runs a `Retention` matches, a bounded batch per call, each with its
+  items, journal, decisions and lease in one transaction, and never a paused run, a run with an
+  unknown effect or a leased run unless the retention names that risk.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from ownloop.contracts import (
     RunSummary,
     WriteIntent,
 )
+from ownloop.store._retention import PruneReport, Retention
 
 __all__ = ["RunStore", "StoredRun"]
 
@@ -171,5 +175,17 @@ class RunStore(Protocol):
 
         Returns:
             How many were deleted.
+        """
+        ...
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove (at most ``retention.batch`` of) the runs the retention matches.
+
+        Args:
+            retention: Which runs go, and which risks the prune may take.
+            dry_run: Only report what would go.
+
+        Returns:
+            The runs removed, oldest first, and how many matched runs were spared, by reason.
         """
         ...

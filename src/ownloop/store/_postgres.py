@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ownloop.contracts import (
@@ -43,6 +43,8 @@ from ownloop.store._postgres_sql import (
     SAVE,
     UPDATE,
 )
+from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
+from ownloop.store._retention_sql import POSTGRES, removable, removal, spared
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
@@ -74,6 +76,9 @@ class PostgresRunStore:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
         schema: The schema holding the tables, created with them if missing.
         connect_timeout_s: How long to wait for the server when connecting.
+        retention: Prune as runs finish, one batch at a time (see `Retention`); a failed
+            automatic prune never fails the save that triggered it (it is kept in
+            ``retention_error`` and tried again at the next one).
 
     Raises:
         ConfigurationError: If psycopg is not installed (``pip install 'ownloop[postgres]'``),
@@ -81,7 +86,12 @@ class PostgresRunStore:
     """
 
     def __init__(
-        self, dsn: str, *, schema: str = "ownloop", connect_timeout_s: float = 10.0
+        self,
+        dsn: str,
+        *,
+        schema: str = "ownloop",
+        connect_timeout_s: float = 10.0,
+        retention: Retention | None = None,
     ) -> None:
         try:
             import psycopg  # the optional extra: imported only when a store is made
@@ -107,6 +117,8 @@ class PostgresRunStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting = asyncio.Lock()
         self._known = KnownRuns()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
+        self.retention_error: StoreError | None = None
 
     def _sql(self, template: str, **parts: str) -> str:
         return template.format(s=self.schema, **parts)
@@ -212,6 +224,7 @@ class PostgresRunStore:
             if saved is not None and saved[0] == 1:
                 version = (expected_version or 0) + 1
                 self._known.saved(run_id, version, plan)
+                await self._retain(plan.row.state)
                 return version
             cursor = await connection.execute(
                 self._sql("SELECT version FROM {s}.runs WHERE run_id = %(run_id)s"), params
@@ -275,6 +288,48 @@ class PostgresRunStore:
             )
             for run_id, run_state, run_status, stop_reason, version, updated_at in rows
         ]
+
+    async def _retain(self, state: str) -> None:
+        """Prune one batch if the store has a retention policy and a prune is due."""
+        schedule = self._schedule
+        if schedule is None or not schedule.due(state, datetime.now(UTC)):
+            return
+        try:
+            await self.prune_runs(schedule.retention)
+        except StoreError as error:
+            self.retention_error = error
+        else:
+            self.retention_error = None
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`).
+
+        The batch is removed by one statement (see `removal`), judged by the server's clock.
+        """
+        cutoff = retention.cutoff(datetime.now(UTC))
+        params = {
+            "cutoff": cutoff,
+            "keep": retention.keep_latest,
+            "statuses": list(retention.status_values()),
+            "batch": retention.batch,
+        }
+        counting = spared(POSTGRES, retention)
+        found = await self._rows("prune_runs", removable(POSTGRES, retention), params)
+        if dry_run:
+            doomed = [run_id for (run_id,) in found[: retention.batch]]
+        else:
+            rows = await self._rows("prune_runs", removal(POSTGRES, retention), params)
+            doomed = [run_id for (run_id,) in rows]
+            for run_id in doomed:
+                self._known.forget(run_id)
+        counts = await self._rows("prune_runs", counting, params) if counting else []
+        reasons: dict[SpareReason, int] = dict(counts)
+        return PruneReport(
+            run_ids=tuple(doomed),
+            dry_run=dry_run,
+            spared=reasons,
+            more=len(found) > retention.batch,
+        )
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False

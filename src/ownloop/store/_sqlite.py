@@ -15,6 +15,7 @@ twice. Pass ``synchronous="FULL"`` to make every checkpoint survive a power loss
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import threading
@@ -37,6 +38,8 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._port import StoredRun
+from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
+from ownloop.store._retention_sql import SQLITE, removable, spared
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
@@ -50,6 +53,9 @@ from ownloop.store._sql import (
 )
 
 __all__ = ["SqliteRunStore"]
+
+_SAVED = object()
+"""The outcome of a save that committed (else the stored version it found)."""
 
 _LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ? AND expires_at > ?)"
 
@@ -72,6 +78,9 @@ class SqliteRunStore:
             approvals are always committed with ``FULL`` (see the module's durability note).
         busy_timeout_s: How long a statement waits for another process's write to finish.
         clock: Judges lease expiry; the system clock by default (a `FakeClock` in tests).
+        retention: Prune as runs finish, one batch at a time (see `Retention`); a failed
+            automatic prune never fails the save that triggered it (it is kept in
+            ``retention_error`` and tried again at the next one).
 
     Raises:
         ConfigurationError: If ``synchronous`` is neither ``"NORMAL"`` nor ``"FULL"``.
@@ -86,6 +95,7 @@ class SqliteRunStore:
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 5.0,
         clock: Clock | None = None,
+        retention: Retention | None = None,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
@@ -94,6 +104,8 @@ class SqliteRunStore:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
         self._known = KnownRuns()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
+        self.retention_error: StoreError | None = None
         self._closed = False
         try:
             self._db = sqlite3.connect(
@@ -103,6 +115,8 @@ class SqliteRunStore:
             raise StoreError(f"cannot open the run store at {self.path}: {error}") from error
         try:
             with self._guard("open"):
+                # Before the first table: a new file frees pruned pages with incremental_vacuum.
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate()
@@ -174,6 +188,9 @@ class SqliteRunStore:
         values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
         held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
+        version: Any = _SAVED
+        fenced = False
+        saved = 0
         with self._guard("save") as db:
             try:
                 with self._transaction():
@@ -212,7 +229,9 @@ class SqliteRunStore:
             else:
                 saved = (expected_version or 0) + 1
                 self._known.saved(run_id, saved, plan)
-                return saved
+        if version is _SAVED:
+            await self._retain(row.state)
+            return saved
         if fenced:
             raise lease_lost(run_id)
         raise stale(run_id, version[0] if version else None, expected_version)
@@ -265,6 +284,73 @@ class SqliteRunStore:
             )
             for run_id, run_state, run_status, stop_reason, version, updated_at in rows
         ]
+
+    async def _retain(self, state: str) -> None:
+        """Prune one batch if the store has a retention policy and a prune is due."""
+        schedule = self._schedule
+        if schedule is None or not schedule.due(state, self._clock.now()):
+            return
+        try:
+            await self.prune_runs(schedule.retention)
+        except StoreError as error:
+            self.retention_error = error
+        else:
+            self.retention_error = None
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`).
+
+        The runs are judged and removed in one ``BEGIN IMMEDIATE`` transaction, so no other
+        process changes them in between; a file created by this ownloop then returns the freed
+        pages to the file system (``incremental_vacuum``). `vacuum` compacts an older file.
+        """
+        cutoff = retention.cutoff(self._clock.now())
+        params = {
+            "cutoff": None if cutoff is None else _iso(cutoff),
+            "keep": retention.keep_latest,
+            "statuses": json.dumps(retention.status_values()),
+            "now": self._now(),
+            "batch": retention.batch,
+        }
+        counting = spared(SQLITE, retention)
+        with self._guard("prune_runs") as db:
+            with self._reading() if dry_run else self._transaction():
+                found = [run_id for (run_id,) in db.execute(removable(SQLITE, retention), params)]
+                counts = db.execute(counting, params).fetchall() if counting else []
+                doomed = found[: retention.batch]
+                if not dry_run:
+                    for table in ("run_items", "journal", "approvals", "leases", "runs"):
+                        db.executemany(
+                            f"DELETE FROM {table} WHERE run_id = ?",  # noqa: S608 - constants
+                            [(run_id,) for run_id in doomed],
+                        )
+            if doomed and not dry_run:
+                for run_id in doomed:
+                    self._known.forget(run_id)
+                db.execute("PRAGMA incremental_vacuum").fetchall()
+        reasons: dict[SpareReason, int] = dict(counts)
+        return PruneReport(
+            run_ids=tuple(doomed), dry_run=dry_run, spared=reasons, more=len(found) > len(doomed)
+        )
+
+    async def vacuum(self) -> None:
+        """Compact the file, returning every free page to the file system (``VACUUM``).
+
+        It rewrites the whole file and blocks other writers while it does; a file created before
+        this ownloop is switched to incremental vacuuming, so later prunes shrink it as they go.
+        """
+        with self._guard("vacuum") as db:
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            db.execute("VACUUM")
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """One read snapshot for several statements (call inside `_guard`)."""
+        self._db.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self._db.execute("COMMIT")
 
     def _now(self) -> float:
         return self._clock.now().timestamp()
