@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ownloop.agent import Agent
+from ownloop.cli import _retain
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
 from ownloop.redaction import Bounds, Redactor
@@ -93,6 +94,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     unlock.set_defaults(handler=unlock_run)
     for parser in (listing, show, decide, withdraw, unlock):
         _store_options(parser)
+    _retain.add_actions(actions, _store_options, _with_store)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
     proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     proceed.add_argument(

@@ -327,7 +327,8 @@ class SqliteRunStore:
             if doomed and not dry_run:
                 for run_id in doomed:
                     self._known.forget(run_id)
-                db.execute("PRAGMA incremental_vacuum").fetchall()
+                # executescript steps the pragma to its end (execute frees one page per step).
+                db.executescript("PRAGMA incremental_vacuum")
         reasons: dict[SpareReason, int] = dict(counts)
         return PruneReport(
             run_ids=tuple(doomed), dry_run=dry_run, spared=reasons, more=len(found) > len(doomed)
