@@ -16,15 +16,30 @@ import pytest
 from pydantic import ValidationError
 
 from ownloop import Approval, Receipt, RunStatus
-from ownloop.contracts import ApprovalRequest, Lease, RunSnapshot, UserMessage, WriteIntent
+from ownloop.contracts import (
+    Actor,
+    ApprovalRequest,
+    Lease,
+    RunSnapshot,
+    UserMessage,
+    WriteIntent,
+)
 from ownloop.exceptions import (
+    ConfigurationError,
     RunLeased,
     RunNotFound,
     SchemaVersionError,
     StaleCheckpoint,
     UnknownApprovalRequest,
 )
-from ownloop.store import MemoryRunStore, PostgresRunStore, Retention, RunStore, SqliteRunStore
+from ownloop.store import (
+    MemoryRunStore,
+    PostgresRunStore,
+    Retention,
+    RunStore,
+    SqliteRunStore,
+    run_cursor,
+)
 from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
@@ -722,3 +737,61 @@ def test_automatic_prunes_wait_for_the_interval(tmp_path: Path, run: Run) -> Non
     for n in range(3):
         run(store.save(_finished(f"ok-{n}", n), expected_version=None))
     assert [line.run_id for line in run(store.list_runs())] == ["ok-2", "ok-1"]
+
+
+# Listings: keyset pages in a stable order, and filters an index serves.
+
+
+def _listed(
+    run_id: str, at: int, *, actor: str | None = None, agent: str | None = None
+) -> RunSnapshot:
+    base = snapshot(run_id, state="finished", status=RunStatus.COMPLETED, at=at)
+    versions = base.versions.model_copy(update={"policy_digest": agent})
+    return base.model_copy(
+        update={"actor": Actor(id=actor) if actor else None, "versions": versions}
+    )
+
+
+def _pages(store: RunStore, run: Run, size: int, **filters: Any) -> list[list[str]]:
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        lines = run(store.list_runs(limit=size, after=after, **filters))
+        if not lines:
+            return pages
+        pages.append([line.run_id for line in lines])
+        after = run_cursor(lines[-1])
+
+
+def test_pages_follow_one_another_newest_first_ties_by_run_id(store: RunStore, run: Run) -> None:
+    """Cursor pages list every run once: by last save, then run id, both descending."""
+    for run_id, at in (("a", 1), ("b", 2), ("c", 2), ("d", 2), ("e", 3), ("f", 0), ("g", 2)):
+        run(store.save(_listed(run_id, at), expected_version=None))
+    assert _pages(store, run, 3) == [["e", "g", "d"], ["c", "b", "a"], ["f"]]
+    assert _pages(store, run, 1000) == [["e", "g", "d", "c", "b", "a", "f"]]
+
+
+def test_listings_filter_by_agent_actor_and_time(store: RunStore, run: Run) -> None:
+    """Agent, actor and save-time filters combine with each other and with pages."""
+    for n in range(6):
+        actor = "alice" if n % 2 else "bob"
+        agent = "agent-x" if n < 3 else "agent-y"
+        run(store.save(_listed(f"run-{n}", n, actor=actor, agent=agent), expected_version=None))
+    run(store.save(snapshot("anonymous", at=9), expected_version=None))
+    assert _pages(store, run, 2, actor="alice") == [["run-5", "run-3"], ["run-1"]]
+    assert _pages(store, run, 5, agent="agent-x") == [["run-2", "run-1", "run-0"]]
+    assert _pages(store, run, 5, agent="agent-y", actor="bob") == [["run-4"]]
+    window = {"since": T0 + timedelta(seconds=1), "until": T0 + timedelta(seconds=4)}
+    assert _pages(store, run, 2, **window) == [["run-3", "run-2"], ["run-1"]]
+    assert _pages(store, run, 5, status="completed", actor="carol") == []
+    (line,) = run(store.list_runs(actor="bob", agent="agent-y"))
+    assert (line.actor, line.agent) == ("bob", "agent-y")
+    (anonymous,) = run(store.list_runs(state="running"))
+    assert (anonymous.actor, anonymous.agent) == (None, None)
+
+
+@pytest.mark.parametrize("cursor", ["nonsense", "2026-01-01T00:00:00|", "2026-01-01T00:00:00|x"])
+def test_a_listing_refuses_what_is_not_a_cursor(store: RunStore, run: Run, cursor: str) -> None:
+    """A cursor without a time, a run id, or a time zone is refused."""
+    with pytest.raises(ConfigurationError, match="is not a listing cursor"):
+        run(store.list_runs(after=cursor))

@@ -5,6 +5,7 @@ default, no server); `PostgresRunStore` (extra ``ownloop[postgres]``) shares the
 Importing this package never needs psycopg: `PostgresRunStore` imports it when it is constructed.
 """
 
+from ownloop.store._listing import run_cursor
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
 from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
@@ -20,5 +21,6 @@ __all__ = [
     "SqliteRunStore",
     "StoredRun",
     "check_schema",
+    "run_cursor",
     "summarize",
 ]

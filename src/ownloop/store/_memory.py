@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
@@ -18,6 +18,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import SchemaVersionError, StaleCheckpoint
+from ownloop.store._listing import Listing
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import (
     PruneReport,
@@ -71,6 +72,8 @@ def summarize(snapshot: RunSnapshot, version: int) -> RunSummary:
         stop_reason=result.stop_reason.value if result is not None else None,
         version=version,
         updated_at=snapshot.saved_at,
+        actor=snapshot.actor.id if snapshot.actor is not None else None,
+        agent=snapshot.versions.policy_digest,
     )
 
 
@@ -115,17 +118,23 @@ class MemoryRunStore:
         return self._runs.get(run_id)
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
         lines = [summarize(stored.snapshot, stored.version) for stored in self._runs.values()]
-        lines = [
-            line
-            for line in lines
-            if (state is None or line.state == state) and (status is None or line.status == status)
-        ]
-        lines.sort(key=lambda line: line.updated_at, reverse=True)
-        return lines[: max(1, min(limit, 1000))]
+        lines = [line for line in lines if page.admits(line)]
+        lines.sort(key=lambda line: (line.updated_at, line.run_id), reverse=True)
+        return lines[: page.size]
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False

@@ -23,6 +23,7 @@ Every implementation keeps the same promises, proven by one shared test suite:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ownloop.contracts import (
@@ -85,14 +86,35 @@ class RunStore(Protocol):
         ...
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first.
+        """List one page of runs, most recently saved first (ties: run id, descending).
+
+        Pages are keyset pages: pass the `run_cursor` of a page's last line as ``after`` for the
+        next one, which costs what the first page does however deep it is.
 
         Args:
             state: Only runs in this snapshot state (``running``, ``paused``, ``finished``).
             status: Only runs whose result has this status.
+            agent: Only runs of the agent with this configuration digest
+                (``versions.policy_digest``).
+            actor: Only runs acting for this actor id.
+            since: Only runs last saved at or after this time.
+            until: Only runs last saved before this time.
+            after: Continue after this `run_cursor`.
             limit: At most this many (1-1000).
+
+        Raises:
+            ConfigurationError: If ``after`` is not a cursor.
         """
         ...
 

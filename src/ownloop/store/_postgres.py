@@ -31,6 +31,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._postgres_sql import (
     ACQUIRE,
@@ -174,6 +175,22 @@ class PostgresRunStore:
                 await connection.execute(
                     self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
                 )
+            await self._index(connection)
+
+    async def _index(self, connection: AsyncConnection[Any]) -> None:
+        """Create the listing indexes a store lacks (no table changes: no schema version).
+
+        Only the missing ones: even ``CREATE INDEX IF NOT EXISTS`` locks the table first.
+        """
+        cursor = await connection.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
+        )
+        present = {name for (name,) in await cursor.fetchall()}
+        if not {name for name, _ in POSTGRES_INDEXES} <= present:
+            await connection.execute(self._sql(RUN_FIELD))
+        for name, statement in POSTGRES_INDEXES:
+            if name not in present:
+                await connection.execute(self._sql(statement))
 
     @asynccontextmanager
     async def _use(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
@@ -266,28 +283,22 @@ class PostgresRunStore:
         return StoredRun(snapshot, version)
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
-        rows = await self._rows(
-            "list_runs",
-            "SELECT run_id, state, status, stop_reason, version, updated_at FROM {s}.runs "
-            "WHERE (%(state)s::text IS NULL OR state = %(state)s) "
-            "AND (%(status)s::text IS NULL OR status = %(status)s) "
-            "ORDER BY updated_at DESC, run_id LIMIT %(limit)s",
-            {"state": state, "status": status, "limit": max(1, min(limit, 1000))},
-        )
-        return [
-            RunSummary(
-                run_id=run_id,
-                state=run_state,
-                status=run_status,
-                stop_reason=stop_reason,
-                version=version,
-                updated_at=updated_at.astimezone(UTC),
-            )
-            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
-        ]
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
+        query, params = listing_query(page, "postgres", "{s}.runs", lambda moment: moment)
+        rows = await self._rows("list_runs", query, params)
+        return [summary_of(row, row[5].astimezone(UTC)) for row in rows]
 
     async def _retain(self, state: str) -> None:
         """Prune one batch if the store has a retention policy and a prune is due."""

@@ -37,6 +37,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._listing import SQLITE_INDEXES, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
 from ownloop.store._retention_sql import SQLITE, removable, spared
@@ -171,6 +172,8 @@ class SqliteRunStore:
                 self._db.execute(
                     "INSERT INTO ownloop_schema VALUES (?, ?)", (version, _iso(datetime.now(UTC)))
                 )
+            for _, statement in SQLITE_INDEXES:  # no table changes: no schema version
+                self._db.execute(statement)
 
     async def save(
         self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
@@ -263,27 +266,23 @@ class SqliteRunStore:
         return StoredRun(snapshot, row[0])
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
+        query, params = listing_query(page, "sqlite", "runs", _iso)
         with self._guard("list_runs") as db:
-            rows = db.execute(
-                "SELECT run_id, state, status, stop_reason, version, updated_at FROM runs "
-                "WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR status = ?2) "
-                "ORDER BY updated_at DESC, run_id LIMIT ?3",
-                (state, status, max(1, min(limit, 1000))),
-            ).fetchall()
-        return [
-            RunSummary(
-                run_id=run_id,
-                state=run_state,
-                status=run_status,
-                stop_reason=stop_reason,
-                version=version,
-                updated_at=datetime.fromisoformat(updated_at),
-            )
-            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
-        ]
+            rows = db.execute(query, params).fetchall()
+        return [summary_of(row, datetime.fromisoformat(row[5])) for row in rows]
 
     async def _retain(self, state: str) -> None:
         """Prune one batch if the store has a retention policy and a prune is due."""
