@@ -233,6 +233,7 @@ async def _postgres(
 
 
 async def main() -> None:
+    """Measure, print JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=100_000, help="the large store's runs")
     parser.add_argument("--baseline", type=int, default=1000, help="the small store's runs")

@@ -21,6 +21,7 @@ from ownloop.contracts import (
     ApprovalRequest,
     Lease,
     RunSnapshot,
+    Usage,
     UserMessage,
     WriteIntent,
 )
@@ -36,6 +37,7 @@ from ownloop.store import (
     MemoryRunStore,
     PostgresRunStore,
     Retention,
+    RunStats,
     RunStore,
     SqliteRunStore,
     run_cursor,
@@ -795,3 +797,39 @@ def test_a_listing_refuses_what_is_not_a_cursor(store: RunStore, run: Run, curso
     """A cursor without a time, a run id, or a time zone is refused."""
     with pytest.raises(ConfigurationError, match="is not a listing cursor"):
         run(store.list_runs(after=cursor))
+
+
+def test_run_stats_sum_up_the_store(store: RunStore, run: Run) -> None:
+    """Runs by state, status and reason, the oldest paused run, open writes, leases, usage."""
+    empty = run(store.run_stats())
+    assert (empty.runs, empty.oldest_paused_at, set(empty.usage.values())) == ({}, None, {0.0})
+    used = Usage(steps=3, model_attempts=4, tool_attempts=2, input_tokens=100, output_tokens=7)
+    done = _finished("done", 5).model_copy(update={"usage": used.model_copy(update={"cost": 0.5})})
+    _store_all(store, run, done, _finished("lost", 6, RunStatus.UNRESOLVED), snapshot("live"))
+    _waiting(store, run, "waiting-1")
+    run(
+        store.save(
+            snapshot("waiting-2", state="paused", status=RunStatus.PAUSED, at=-5),
+            expected_version=None,
+        )
+    )
+    run(store.record_intent(_intent("c1", run_id="lost")))
+    run(store.record_intent(_intent("c2", run_id="done")))
+    run(store.record_receipt("done", "c2", _receipt("c2")))
+    run(store.acquire_lease("live", "worker-a", 60))
+    stats = run(store.run_stats())
+    assert stats.runs == {"finished": 2, "paused": 2, "running": 1}
+    assert stats.statuses == {"completed": 1, "unresolved": 1, "paused": 2}
+    assert stats.stop_reasons == {"final_output": 2, "approval_required": 2}
+    assert stats.oldest_paused_at == T0 - timedelta(seconds=5)
+    assert (stats.unknown_effects, stats.leased) == (1, 1)
+    assert stats.usage == {
+        "steps": 3.0,
+        "model_attempts": 4.0,
+        "tool_attempts": 2.0,
+        "input_tokens": 100.0,
+        "output_tokens": 7.0,
+        "cost": 0.5,
+    }
+    assert stats.paused_age_s(T0) == 5.0
+    assert RunStats().paused_age_s(T0) == 0.0

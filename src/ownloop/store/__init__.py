@@ -11,12 +11,14 @@ from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
 from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
+from ownloop.store._stats import RunStats
 
 __all__ = [
     "MemoryRunStore",
     "PostgresRunStore",
     "PruneReport",
     "Retention",
+    "RunStats",
     "RunStore",
     "SqliteRunStore",
     "StoredRun",

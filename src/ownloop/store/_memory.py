@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from datetime import datetime, timedelta
+from typing import Any
 
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
@@ -37,6 +38,7 @@ from ownloop.store._rules import (
     receipt_exists,
     this_host,
 )
+from ownloop.store._stats import USAGE_FIELDS, RunStats, gather
 
 __all__ = ["MemoryRunStore", "check_schema", "summarize"]
 
@@ -275,6 +277,29 @@ class MemoryRunStore:
                     table.pop(run_id, None)
         return PruneReport(
             run_ids=doomed, dry_run=dry_run, spared=spared, more=len(removable) > len(doomed)
+        )
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (see `RunStore`)."""
+        groups: dict[tuple[str, str | None, str | None], tuple[int, Any]] = {}
+        totals = dict.fromkeys(USAGE_FIELDS, 0.0)
+        for stored in self._runs.values():
+            line = summarize(stored.snapshot, stored.version)
+            key = (line.state, line.status, line.stop_reason)
+            count, oldest = groups.get(key, (0, line.updated_at))
+            groups[key] = (count + 1, min(oldest, line.updated_at))
+            for name in USAGE_FIELDS:
+                totals[name] += getattr(stored.snapshot.usage, name)
+        now = self._clock.now()
+        return gather(
+            [(*key, count, oldest) for key, (count, oldest) in groups.items()],
+            tuple(totals.values()),
+            sum(
+                entry.receipt is None or entry.receipt.status == "unknown"
+                for entries in self._journal.values()
+                for entry in entries
+            ),
+            sum(lease.expires_at > now for lease in self._leases.values()),
         )
 
     def __repr__(self) -> str:

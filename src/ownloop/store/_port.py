@@ -36,6 +36,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.store._retention import PruneReport, Retention
+from ownloop.store._stats import RunStats
 
 __all__ = ["RunStore", "StoredRun"]
 
@@ -209,5 +210,13 @@ class RunStore(Protocol):
 
         Returns:
             The runs removed, oldest first, and how many matched runs were spared, by reason.
+        """
+        ...
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (``ownloop runs stats``).
+
+        Runs by state, status and stop reason, the oldest paused run, unknown effects
+        outstanding, current leases and usage totals.
         """
         ...

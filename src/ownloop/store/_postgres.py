@@ -57,6 +57,7 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
+from ownloop.store._stats import RunStats, gather, stats_queries
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -341,6 +342,26 @@ class PostgresRunStore:
             spared=reasons,
             more=len(found) > retention.batch,
         )
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (see `RunStore`), from one read snapshot."""
+        queries = stats_queries(
+            "postgres",
+            "{s}.",
+            "{{s}}.run_field(snapshot, 'usage', '{name}')",
+            "clock_timestamp()",
+        )
+        async with self._use("run_stats") as connection, connection.transaction():
+            await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            found = []
+            for name in ("groups", "usage", "unknown", "leased"):
+                cursor = await connection.execute(self._sql(queries[name]))
+                found.append(await cursor.fetchall())
+        groups = [
+            (state, status, reason, count, oldest.astimezone(UTC))
+            for state, status, reason, count, oldest in found[0]
+        ]
+        return gather(groups, tuple(found[1][0]), found[2][0][0], found[3][0][0])
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False

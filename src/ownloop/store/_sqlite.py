@@ -52,6 +52,7 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
+from ownloop.store._stats import RunStats, gather, stats_queries
 
 __all__ = ["SqliteRunStore"]
 
@@ -332,6 +333,24 @@ class SqliteRunStore:
         return PruneReport(
             run_ids=tuple(doomed), dry_run=dry_run, spared=reasons, more=len(found) > len(doomed)
         )
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (see `RunStore`), from one read snapshot."""
+        queries = stats_queries(
+            "sqlite",
+            "",
+            "iif(json_valid(snapshot), json_extract(snapshot, '$.usage.{name}'), NULL)",
+            ":now",
+        )
+        with self._guard("run_stats") as db, self._reading():
+            groups = [
+                (state, status, reason, count, datetime.fromisoformat(oldest))
+                for state, status, reason, count, oldest in db.execute(queries["groups"])
+            ]
+            usage = db.execute(queries["usage"]).fetchone()
+            unknown = db.execute(queries["unknown"]).fetchone()[0]
+            leased = db.execute(queries["leased"], {"now": self._now()}).fetchone()[0]
+        return gather(groups, tuple(usage), unknown, leased)
 
     async def vacuum(self) -> None:
         """Compact the file, returning every free page to the file system (``VACUUM``).
