@@ -256,3 +256,40 @@ async def _orphan_items(store: RunStore) -> int:
     row = await cursor.fetchone()
     assert row is not None
     return int(row[0])
+
+
+def test_runs_stats_prints_what_the_store_holds(
+    database: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stats command prints runs by state, status and reason, the paused, unknown and usage."""
+    assert main(["runs", "stats", "--db", str(database)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == [
+        "runs:             5 (finished 4, paused 1)",
+        "by status:        completed 3, paused 1, unresolved 1",
+        "by stop reason:   approval_required 1, final_output 4",
+    ]
+    assert lines[3].startswith("paused, waiting:  1, the oldest for ")
+    assert lines[3].endswith(" (since 2026-01-01T00:00:09+00:00)")
+    assert lines[4:] == [
+        "unknown effects:  0",
+        "leased now:       0",
+        "usage (all runs): steps 0, model_attempts 0, tool_attempts 0, input_tokens 0, "
+        "output_tokens 0, cost 0",
+    ]
+    assert main(["runs", "stats", "--db", str(database), "--json"]) == 0
+    assert '"unknown_effects": 0' in capsys.readouterr().out
+
+
+def test_runs_stats_of_an_empty_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An empty store has no runs, statuses, paused run or usage."""
+    path = tmp_path / "empty.db"
+    asyncio.run(SqliteRunStore(path).close())
+    assert main(["runs", "stats", "--db", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == [
+        "runs:             0 (none)",
+        "by status:        none",
+        "by stop reason:   none",
+        "paused, waiting:  0",
+    ]

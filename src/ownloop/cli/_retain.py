@@ -1,4 +1,4 @@
-"""``ownloop runs prune``: remove finished runs a retention matches, sparing what it must.
+"""``ownloop runs prune`` and ``ownloop runs stats``: retention, and what a store holds.
 
 Registered by ``_runs`` under ``ownloop runs`` with that group's store options; the store is
 opened through the group's helper it is given, so this module needs nothing else of it.
@@ -13,11 +13,11 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ownloop.contracts import RunStatus
+from ownloop.contracts import RunStatus, utc_now
 from ownloop.exceptions import ConfigurationError
-from ownloop.store import PruneReport, Retention, RunStore, SqliteRunStore
+from ownloop.store import PruneReport, Retention, RunStats, RunStore, SqliteRunStore
 
-__all__ = ["add_actions", "parse_age", "prune"]
+__all__ = ["add_actions", "parse_age", "prune", "stats"]
 
 WithStore = Callable[[argparse.Namespace, Any], Any]
 
@@ -97,6 +97,12 @@ def add_actions(
     )
     store_options(pruning)
     pruning.set_defaults(handler=functools.partial(prune, with_store=with_store))
+    summary = actions.add_parser(
+        "stats", help="what the store holds: runs by status, paused and unknown, usage totals"
+    )
+    summary.add_argument("--json", action="store_true", help="print the summary as JSON")
+    store_options(summary)
+    summary.set_defaults(handler=functools.partial(stats, with_store=with_store))
 
 
 def prune(arguments: argparse.Namespace, *, with_store: WithStore) -> int:
@@ -154,3 +160,38 @@ def prune(arguments: argparse.Namespace, *, with_store: WithStore) -> int:
         )
         print(f"spared: {kept}")
     return 0
+
+
+def stats(arguments: argparse.Namespace, *, with_store: WithStore) -> int:
+    """Print what the store holds: the same figures the OpenTelemetry metrics give.
+
+    Args:
+        arguments: The parsed command line.
+        with_store: Opens the store, runs the work, closes the store.
+
+    Returns:
+        0.
+    """
+    summary: RunStats = with_store(arguments, lambda store: store.run_stats())
+    if arguments.json:
+        print(summary.model_dump_json(indent=2))
+        return 0
+    states = ", ".join(f"{name} {count}" for name, count in sorted(summary.runs.items()))
+    print(f"runs:             {sum(summary.runs.values())} ({states or 'none'})")
+    print(f"by status:        {_counts(summary.statuses)}")
+    print(f"by stop reason:   {_counts(summary.stop_reasons)}")
+    paused = summary.runs.get("paused", 0)
+    waited = ""
+    if summary.oldest_paused_at is not None:
+        age = timedelta(seconds=round(summary.paused_age_s(utc_now())))
+        waited = f", the oldest for {age} (since {summary.oldest_paused_at.isoformat()})"
+    print(f"paused, waiting:  {paused}{waited}")
+    print(f"unknown effects:  {summary.unknown_effects}")
+    print(f"leased now:       {summary.leased}")
+    usage = ", ".join(f"{name} {value:g}" for name, value in summary.usage.items())
+    print(f"usage (all runs): {usage}")
+    return 0
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count}" for name, count in sorted(counts.items())) or "none"
