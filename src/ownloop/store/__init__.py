@@ -5,13 +5,13 @@ default, no server); `PostgresRunStore` (extra ``ownloop[postgres]``) shares the
 Importing this package never needs psycopg: `PostgresRunStore` imports it when it is constructed.
 """
 
+from ownloop.contracts import RunStats
 from ownloop.store._listing import run_cursor
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
 from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
 from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
-from ownloop.store._stats import RunStats
 
 __all__ = [
     "MemoryRunStore",
