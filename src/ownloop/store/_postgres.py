@@ -33,6 +33,7 @@ from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
+from ownloop.store._postgres_operations import PostgresOperations
 from ownloop.store._postgres_sql import (
     ACQUIRE,
     CURRENT,
@@ -44,8 +45,7 @@ from ownloop.store._postgres_sql import (
     SAVE,
     UPDATE,
 )
-from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
-from ownloop.store._retention_sql import POSTGRES, removable, removal, spared
+from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
@@ -57,7 +57,6 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
-from ownloop.store._stats import RunStats, gather, stats_queries
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -68,7 +67,7 @@ __all__ = ["PostgresRunStore"]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresRunStore:
+class PostgresRunStore(PostgresOperations):
     """Keeps runs in PostgreSQL, shared by workers on any number of machines.
 
     The connection opens on first use (one per event loop, since ``run_sync`` starts a new loop
@@ -300,68 +299,6 @@ class PostgresRunStore:
         query, params = listing_query(page, "postgres", "{s}.runs", lambda moment: moment)
         rows = await self._rows("list_runs", query, params)
         return [summary_of(row, row[5].astimezone(UTC)) for row in rows]
-
-    async def _retain(self, state: str) -> None:
-        """Prune one batch if the store has a retention policy and a prune is due."""
-        schedule = self._schedule
-        if schedule is None or not schedule.due(state, datetime.now(UTC)):
-            return
-        try:
-            await self.prune_runs(schedule.retention)
-        except StoreError as error:
-            self.retention_error = error
-        else:
-            self.retention_error = None
-
-    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
-        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`).
-
-        The batch is removed by one statement (see `removal`), judged by the server's clock.
-        """
-        cutoff = retention.cutoff(datetime.now(UTC))
-        params = {
-            "cutoff": cutoff,
-            "keep": retention.keep_latest,
-            "statuses": list(retention.status_values()),
-            "batch": retention.batch,
-        }
-        counting = spared(POSTGRES, retention)
-        found = await self._rows("prune_runs", removable(POSTGRES, retention), params)
-        if dry_run:
-            doomed = [run_id for (run_id,) in found[: retention.batch]]
-        else:
-            rows = await self._rows("prune_runs", removal(POSTGRES, retention), params)
-            doomed = [run_id for (run_id,) in rows]
-            for run_id in doomed:
-                self._known.forget(run_id)
-        counts = await self._rows("prune_runs", counting, params) if counting else []
-        reasons: dict[SpareReason, int] = dict(counts)
-        return PruneReport(
-            run_ids=tuple(doomed),
-            dry_run=dry_run,
-            spared=reasons,
-            more=len(found) > retention.batch,
-        )
-
-    async def run_stats(self) -> RunStats:
-        """Return a summary of the store (see `RunStore`), from one read snapshot."""
-        queries = stats_queries(
-            "postgres",
-            "{s}.",
-            "{{s}}.run_field(snapshot, 'usage', '{name}')",
-            "clock_timestamp()",
-        )
-        async with self._use("run_stats") as connection, connection.transaction():
-            await connection.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            found = []
-            for name in ("groups", "usage", "unknown", "leased"):
-                cursor = await connection.execute(self._sql(queries[name]))
-                found.append(await cursor.fetchall())
-        groups = [
-            (state, status, reason, count, oldest.astimezone(UTC))
-            for state, status, reason, count, oldest in found[0]
-        ]
-        return gather(groups, tuple(found[1][0]), found[2][0][0], found[3][0][0])
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False

@@ -15,7 +15,6 @@ twice. Pass ``synchronous="FULL"`` to make every checkpoint survive a power loss
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
@@ -39,8 +38,7 @@ from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._listing import SQLITE_INDEXES, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
-from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
-from ownloop.store._retention_sql import SQLITE, removable, spared
+from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
 from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
@@ -52,7 +50,7 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
-from ownloop.store._stats import RunStats, gather, stats_queries
+from ownloop.store._sqlite_operations import SqliteOperations, iso
 
 __all__ = ["SqliteRunStore"]
 
@@ -66,12 +64,7 @@ class _Refused(Exception):
     """A compare-and-set that matched no row: the transaction is rolled back, then explained."""
 
 
-def _iso(moment: datetime) -> str:
-    """Return a UTC timestamp that sorts as text in time order."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
-
-
-class SqliteRunStore:
+class SqliteRunStore(SqliteOperations):
     """Keeps runs in a SQLite file, shared safely by the processes of one machine.
 
     Args:
@@ -171,7 +164,7 @@ class SqliteRunStore:
                 for statement in SQLITE_MIGRATIONS[version - 1]:
                     self._db.execute(statement)
                 self._db.execute(
-                    "INSERT INTO ownloop_schema VALUES (?, ?)", (version, _iso(datetime.now(UTC)))
+                    "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
             for _, statement in SQLITE_INDEXES:  # no table changes: no schema version
                 self._db.execute(statement)
@@ -189,7 +182,7 @@ class SqliteRunStore:
             known = self._known.parts_at(run_id, expected_version)
         plan = plan_save(snapshot, known)
         row = plan.row
-        values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
+        values = (row.state, row.status, row.stop_reason, iso(row.updated_at), row.snapshot)
         held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
         version: Any = _SAVED
@@ -280,96 +273,10 @@ class SqliteRunStore:
     ) -> list[RunSummary]:
         """List one page of runs, most recently saved first (see `RunStore`)."""
         page = Listing(state, status, agent, actor, since, until, after, limit)
-        query, params = listing_query(page, "sqlite", "runs", _iso)
+        query, params = listing_query(page, "sqlite", "runs", iso)
         with self._guard("list_runs") as db:
             rows = db.execute(query, params).fetchall()
         return [summary_of(row, datetime.fromisoformat(row[5])) for row in rows]
-
-    async def _retain(self, state: str) -> None:
-        """Prune one batch if the store has a retention policy and a prune is due."""
-        schedule = self._schedule
-        if schedule is None or not schedule.due(state, self._clock.now()):
-            return
-        try:
-            await self.prune_runs(schedule.retention)
-        except StoreError as error:
-            self.retention_error = error
-        else:
-            self.retention_error = None
-
-    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
-        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`).
-
-        The runs are judged and removed in one ``BEGIN IMMEDIATE`` transaction, so no other
-        process changes them in between; a file created by this ownloop then returns the freed
-        pages to the file system (``incremental_vacuum``). `vacuum` compacts an older file.
-        """
-        cutoff = retention.cutoff(self._clock.now())
-        params = {
-            "cutoff": None if cutoff is None else _iso(cutoff),
-            "keep": retention.keep_latest,
-            "statuses": json.dumps(retention.status_values()),
-            "now": self._now(),
-            "batch": retention.batch,
-        }
-        counting = spared(SQLITE, retention)
-        with self._guard("prune_runs") as db:
-            with self._reading() if dry_run else self._transaction():
-                found = [run_id for (run_id,) in db.execute(removable(SQLITE, retention), params)]
-                counts = db.execute(counting, params).fetchall() if counting else []
-                doomed = found[: retention.batch]
-                if not dry_run:
-                    for table in ("run_items", "journal", "approvals", "leases", "runs"):
-                        db.executemany(
-                            f"DELETE FROM {table} WHERE run_id = ?",  # noqa: S608 - constants
-                            [(run_id,) for run_id in doomed],
-                        )
-            if doomed and not dry_run:
-                for run_id in doomed:
-                    self._known.forget(run_id)
-                # executescript steps the pragma to its end (execute frees one page per step).
-                db.executescript("PRAGMA incremental_vacuum")
-        reasons: dict[SpareReason, int] = dict(counts)
-        return PruneReport(
-            run_ids=tuple(doomed), dry_run=dry_run, spared=reasons, more=len(found) > len(doomed)
-        )
-
-    async def run_stats(self) -> RunStats:
-        """Return a summary of the store (see `RunStore`), from one read snapshot."""
-        queries = stats_queries(
-            "sqlite",
-            "",
-            "iif(json_valid(snapshot), json_extract(snapshot, '$.usage.{name}'), NULL)",
-            ":now",
-        )
-        with self._guard("run_stats") as db, self._reading():
-            groups = [
-                (state, status, reason, count, datetime.fromisoformat(oldest))
-                for state, status, reason, count, oldest in db.execute(queries["groups"])
-            ]
-            usage = db.execute(queries["usage"]).fetchone()
-            unknown = db.execute(queries["unknown"]).fetchone()[0]
-            leased = db.execute(queries["leased"], {"now": self._now()}).fetchone()[0]
-        return gather(groups, tuple(usage), unknown, leased)
-
-    async def vacuum(self) -> None:
-        """Compact the file, returning every free page to the file system (``VACUUM``).
-
-        It rewrites the whole file and blocks other writers while it does; a file created before
-        this ownloop is switched to incremental vacuuming, so later prunes shrink it as they go.
-        """
-        with self._guard("vacuum") as db:
-            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            db.execute("VACUUM")
-
-    @contextmanager
-    def _reading(self) -> Iterator[None]:
-        """One read snapshot for several statements (call inside `_guard`)."""
-        self._db.execute("BEGIN")
-        try:
-            yield
-        finally:
-            self._db.execute("COMMIT")
 
     def _now(self) -> float:
         return self._clock.now().timestamp()
