@@ -31,6 +31,7 @@ from ownloop.exceptions import (
     RunNotFound,
     SchemaVersionError,
     StaleCheckpoint,
+    StoreError,
     UnknownApprovalRequest,
 )
 from ownloop.store import (
@@ -833,3 +834,55 @@ def test_run_stats_sum_up_the_store(store: RunStore, run: Run) -> None:
     }
     assert stats.paused_age_s(T0) == 5.0
     assert RunStats().paused_age_s(T0) == 0.0
+
+
+def test_a_prune_taking_every_risk_spares_nothing(store: RunStore, run: Run) -> None:
+    """With every risk named, a paused, unknown-effect, leased run goes and nothing is spared."""
+    _waiting(store, run, "waiting", "req-1")
+    run(store.record_intent(_intent("c1", run_id="waiting")))
+    run(store.acquire_lease("waiting", "worker-a", 60))
+    everything = _OLD.model_copy(
+        update={"include_paused": True, "include_unknown_effects": True, "include_leased": True}
+    )
+    report = run(store.prune_runs(everything))
+    assert (report.run_ids, report.spared) == (("waiting",), {})
+
+
+class _FailingPrune:
+    """Makes a store's automatic prune fail, as a busy or broken database would."""
+
+    failing = True
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> Any:
+        if self.failing:
+            raise StoreError("the database is busy")
+        return await super().prune_runs(retention, dry_run=dry_run)  # type: ignore[misc]
+
+
+class _FailingSqlite(_FailingPrune, SqliteRunStore):
+    pass
+
+
+class _FailingPostgres(_FailingPrune, PostgresRunStore):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_failed_automatic_prune_never_fails_the_save(kind: str, tmp_path: Path, run: Run) -> None:
+    """The save stands, the error is kept in retention_error, and the next prune clears it."""
+    policy = Retention(keep_latest=0, interval_s=0)
+    durable: _FailingSqlite | _FailingPostgres
+    if kind == "sqlite":
+        durable = _FailingSqlite(tmp_path / "runs.db", retention=policy)
+    else:
+        durable = _FailingPostgres(postgres_dsn(), schema=fresh_schema(), retention=policy)
+    try:
+        assert run(durable.save(_finished("done-1", 1), expected_version=None)) == 1
+        assert str(durable.retention_error) == "the database is busy"
+        assert run(durable.get("done-1")) is not None
+        durable.failing = False
+        run(durable.save(_finished("done-2", 2), expected_version=None))
+        assert durable.retention_error is None
+        assert run(durable.list_runs()) == []
+    finally:
+        run(durable.close())

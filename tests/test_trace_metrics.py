@@ -143,3 +143,18 @@ def test_store_gauges_report_the_stats_of_the_last_refresh() -> None:
     assert points["ownloop.effects.unknown"] == [({}, 0)]
     assert points["ownloop.runs.leased"] == [({}, 0)]
     assert repr(gauges).startswith("StoreMetrics(MemoryRunStore(")
+
+
+def test_a_run_without_prices_records_no_cost() -> None:
+    """Without a price table nothing is spent: no cost is recorded, the run is still counted."""
+    reader = InMemoryMetricReader()
+    agent = Agent(
+        ScriptedModel([final("done")]),
+        _registry(),
+        clock=FakeClock(),
+        trace_sinks=[OtelMetrics(MeterProvider(metric_readers=[reader]))],
+    )
+    assert agent.run_sync("answer").status is RunStatus.COMPLETED
+    points = _points(reader)
+    assert points["ownloop.runs.ended"][0][1] == 1
+    assert points.get("ownloop.cost", []) == []
