@@ -43,6 +43,7 @@ from ownloop.store import (
     SqliteRunStore,
     run_cursor,
 )
+from ownloop.testing import FakeClock
 from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
@@ -886,3 +887,17 @@ def test_a_failed_automatic_prune_never_fails_the_save(kind: str, tmp_path: Path
         assert run(durable.list_runs()) == []
     finally:
         run(durable.close())
+
+
+def test_automatic_prunes_run_again_once_the_interval_has_passed(run: Run) -> None:
+    """A finished save prunes again exactly when the interval has passed, not a moment before."""
+    clock = FakeClock(start=T0)
+    store = MemoryRunStore(clock=clock, retention=Retention(keep_latest=0, interval_s=60))
+    run(store.save(_finished("ok-0", 0), expected_version=None))  # pruned at once: keep none
+    clock.advance(59.999)
+    run(store.save(_finished("ok-1", 1), expected_version=None))
+    clock.advance(0.001)
+    run(store.save(snapshot("live", at=2), expected_version=None))  # a running save: no prune
+    assert [line.run_id for line in run(store.list_runs())] == ["live", "ok-1"]
+    run(store.save(_finished("ok-2", 3), expected_version=None))
+    assert [line.run_id for line in run(store.list_runs())] == ["live"]
