@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from ownloop.exceptions import StoreError
 from ownloop.store._layout import KnownRuns
+from ownloop.store._postgres_sql import FENCE
 from ownloop.store._retention import PruneReport, Retention, RetentionSchedule, SpareReason
 from ownloop.store._retention_sql import POSTGRES, removable, removal, spared
 from ownloop.store._stats import RunStats, gather, stats_queries
@@ -40,6 +41,9 @@ class PostgresOperations:
     async def _rows(
         self, operation: str, sql: str, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[Any]:
+        raise NotImplementedError  # pragma: no cover - the store's
+
+    async def _check_schema(self, connection: AsyncConnection[Any]) -> None:
         raise NotImplementedError  # pragma: no cover - the store's
 
     async def _retain(self, state: str) -> None:
@@ -71,7 +75,10 @@ class PostgresOperations:
         if dry_run:
             doomed = [run_id for (run_id,) in found[: retention.batch]]
         else:
-            rows = await self._rows("prune_runs", removal(POSTGRES, retention), params)
+            rows = await self._rows("prune_runs", removal(POSTGRES, retention, FENCE), params)
+            if found and not rows:  # nothing removed: say so if the store was upgraded
+                async with self._use("prune_runs") as connection:
+                    await self._check_schema(connection)
             doomed = [run_id for (run_id,) in rows]
             for run_id in doomed:
                 self._known.forget(run_id)

@@ -136,15 +136,17 @@ def spared(dialect: Dialect, retention: Retention) -> str | None:
     )
 
 
-def removal(dialect: Dialect, retention: Retention) -> str:
+def removal(dialect: Dialect, retention: Retention, fence: str) -> str:
     """Return PostgreSQL's one statement removing a batch of runs with all they own.
 
     One statement is one atomic unit on an autocommit connection: the rows are locked (``FOR
     UPDATE``, skipping rows another prune holds), re-judged, and removed with their items,
-    journal, decisions and lease, or nothing is.
+    journal, decisions and lease, or nothing is — nothing either once ``fence`` (the upgrade
+    fence) no longer holds.
     """
     select = removable(dialect, retention).replace(
-        f"LIMIT {dialect.param('batch')} + 1", f"LIMIT {dialect.param('batch')}"
+        f" ORDER BY r.updated_at, r.run_id LIMIT {dialect.param('batch')} + 1",
+        f" AND {fence} ORDER BY r.updated_at, r.run_id LIMIT {dialect.param('batch')}",
     )
     owned = ", ".join(
         f"{table} AS (DELETE FROM {dialect.prefix}{table} AS t USING doomed "
