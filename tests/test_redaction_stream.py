@@ -7,7 +7,7 @@ import itertools
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop.redaction import RESCAN_FLOOR, Redactor, StreamRedactor
+from ownloop.redaction import RESCAN_FLOOR, Redactor, SecretPattern, StreamRedactor
 
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
 AWS_KEY = "AKIACANARY0EXAMPLE12"
@@ -199,3 +199,38 @@ def test_a_redactor_without_rules_releases_text_as_it_is() -> None:
     """With no rule at all, only unpaired surrogates change and text goes at the last space."""
     streamed = StreamRedactor(Redactor(defaults=False))
     assert streamed.feed("a \ud800b c") == "a \ufffdb "
+
+
+def test_a_look_behind_past_a_pending_match_keeps_the_text_whole() -> None:
+    """`the id 12345` with a rule reading `id ` before the number: nothing leaves before the end."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=id )\d{4,}")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("the id 12345") == ""
+    assert streamed.end() == rules.redact_text("the id 12345")
+    assert "12345" not in rules.redact_text("the id 12345")
+
+
+def test_a_cut_inside_a_match_moves_before_it() -> None:
+    """A value with spaces followed by more of a word: the cut goes back before the value."""
+    rules = Redactor().with_values(PASSPHRASE)
+    streamed = StreamRedactor(rules)
+    text = f"say {PASSPHRASE}xyz"
+    assert streamed.feed(text) == "say "
+    assert "say " + streamed.end() == rules.redact_text(text)
+
+
+def test_a_pattern_whose_hint_holds_a_space_is_always_tried() -> None:
+    """A hint with a space cannot gate a rule (its first word may arrive alone): it is tried."""
+    rules = Redactor(defaults=False).with_patterns(
+        SecretPattern("order", r"order no \d{6}", hints=["order no"])
+    )
+    pieces = ["my order ", "no 123", "456 ok "]
+    released = stream(rules, pieces)
+    assert released[0] == "my "
+    assert "".join(released) == rules.redact_text("".join(pieces))
+
+
+def test_a_pattern_that_matches_nothing_blocks_no_cut() -> None:
+    """A pattern matching the empty string redacts nothing and holds nothing back."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"z*"))
+    assert streamed.feed("ab cd ") == "ab cd "

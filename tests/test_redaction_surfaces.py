@@ -12,14 +12,16 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Annotated
 
 import httpx
 import pytest
 
-from ownloop import Agent, Approval
+from ownloop import Agent, Approval, Sensitive, ToolRegistry
 from ownloop.cli import main
-from ownloop.cli._output import RedactingLogFilter, redact_logs_to_stderr
+from ownloop.cli._output import RedactingLogFilter, agent_redactor, redact_logs_to_stderr
 from ownloop.store import SqliteRunStore
+from ownloop.testing import ScriptedModel
 from ownloop.ui import cookie_name, create_app
 from tests.ui_support import pause, refund_agent
 
@@ -206,3 +208,21 @@ def test_the_log_filter_keeps_a_record_without_a_traceback_intact() -> None:
     assert record.getMessage().startswith("key [redacted:")
     assert record.stack_info.startswith("stack [redacted:")
     assert record.levelno == logging.ERROR
+
+
+def test_commands_with_an_agent_also_hide_its_sensitive_parameters() -> None:
+    """The agent's `Sensitive()` parameter names are secret keys in what a command prints."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def unlock(vault_code: Annotated[str, Sensitive()]) -> str:
+        """Unlock.
+
+        Args:
+            vault_code: The code.
+        """
+        return "open"
+
+    rules = agent_redactor(Agent(ScriptedModel([]), registry))
+    assert "hunter2" not in rules.redact_text("vault_code=hunter2")
+    assert agent_redactor(None).redact_text(API_KEY) != API_KEY

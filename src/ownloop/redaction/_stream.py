@@ -226,7 +226,9 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
             if start < cut < stop:
                 cut = _last_space(text, start)
                 moved = True
-    if cut and spans and not _splits_cleanly(text, cut, redactor):
+    # A match found or pending: a look-behind past the cut, or a rule that reads another's marker,
+    # could make the two sides read differently alone.
+    if cut and (spans or limit < end) and not _splits_cleanly(text, cut, redactor):
         cut = 0
     return cut, [(start, stop) for start, stop in spans if stop <= cut]
 
