@@ -13,6 +13,11 @@ their literals is in it. The released text is redacted once, as the trace redact
 Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR` characters are held,
 a rescan waits until as much text again has arrived, so every character is scanned a bounded
 number of times (amortised) even when a long run without spaces keeps growing.
+
+Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
+syntax) or one whose alternatives let a complete match start inside a longer pending one may hold
+less than it should. When a match was found or is pending, a cut is also checked: both sides
+redacted alone must give the whole's result, else nothing is released until the text ends.
 """
 
 from __future__ import annotations
