@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
-from functools import lru_cache
 
 import regex
 
@@ -134,11 +133,6 @@ def _word_groups(anchors: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(words)
 
 
-@lru_cache(maxsize=64)
-def _rules(redactor: Redactor) -> _Rules:
-    return _Rules(redactor)
-
-
 def _last_space(text: str, limit: int) -> int:
     """The largest cut at or before ``limit`` that follows a space, tab or newline (else 0)."""
     return (
@@ -182,7 +176,7 @@ class StreamRedactor:
         redactor = self._redactor()
         known = self._known
         if known is None or known[0] is not redactor:
-            known = self._known = (redactor, _rules(redactor))
+            known = self._known = (redactor, _Rules(redactor))  # once a stream, mostly
         rules = known[1]
         cut, spans = _cut(held, rules, redactor)
         self._rescan_at = 0
