@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import itertools
+import re
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -234,3 +236,23 @@ def test_a_pattern_that_matches_nothing_blocks_no_cut() -> None:
     """A pattern matching the empty string redacts nothing and holds nothing back."""
     streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"z*"))
     assert streamed.feed("ab cd ") == "ab cd "
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        (re.compile(r"card \d{4} \d{4}", re.IGNORECASE), "my CARD 1234 5678 ok "),
+        (re.compile(r"card \s+ \d{4} \s \d{4}", re.VERBOSE), "my card 1234 5678 ok "),
+        (re.compile(r"begin .+? end", re.DOTALL), "a begin x\ny end b "),
+        (re.compile(r"^secret \d+ \d+", re.MULTILINE), "a\nsecret 12 34 b "),
+    ],
+)
+def test_a_compiled_pattern_keeps_its_flags_in_the_stream(
+    pattern: re.Pattern[str], text: str
+) -> None:
+    """Flags given to `re.compile` hold in the stream too, in small pieces or in one."""
+    rules = Redactor(defaults=False).with_patterns(pattern)
+    pieces = [text[start : start + 3] for start in range(0, len(text), 3)]
+    assert "".join(stream(rules, pieces)) == rules.redact_text(text)
+    assert "".join(stream(rules, [text])) == rules.redact_text(text)
+    assert "[redacted:" in rules.redact_text(text)
