@@ -207,6 +207,19 @@ def _calls(message: dict[str, Any], keep_extra: bool, items: list[JsonValue]) ->
     return calls
 
 
+def reasoning_text(message: dict[str, Any]) -> str:
+    """The reasoning a chat message carries (``reasoning_content``, or ``reasoning`` as text).
+
+    Servers send it under either name (llama.cpp, vLLM, DeepSeek, OpenRouter); it costs tokens
+    whether or not the profile replays it.
+    """
+    return "".join(
+        text
+        for key in ("reasoning_content", "reasoning")
+        if isinstance(text := message.get(key), str)
+    )
+
+
 def parse_completion(
     body: Any, *, profile: CompatProfile, declared: Sequence[str] = ()
 ) -> ParsedTurn:
@@ -238,6 +251,7 @@ def parse_completion(
         reasoning = message.get("reasoning_content")
         if profile.replay_vendor_fields and isinstance(reasoning, str) and reasoning:
             turn.items.append({"type": _REASONING_ITEM, "text": reasoning})
+        turn.reasoning += reasoning_text(message)
         found = _calls(message, profile.replay_vendor_fields, turn.items)
         turn.calls.extend(found)
         finish = choice.get("finish_reason", message.get("finish_reason"))
