@@ -97,6 +97,9 @@ def configuration_changes(
         parts = [f"added {', '.join(added)}"] if added else []
         parts += [f"removed {', '.join(removed)}"] if removed else []
         changes.append("offered tools (" + "; ".join(parts) + ")")
+    if snapshot.versions.output_type != versions.output_type:
+        before, after = snapshot.versions.output_type or "str", versions.output_type or "str"
+        changes.append(f"output_type ({before} -> {after})")
     if not changes:
         changes.append("the policy, the validators or the registered tools")
     return changes

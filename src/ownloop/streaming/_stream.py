@@ -14,6 +14,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from types import TracebackType
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from ownloop.contracts import (
     BudgetWarning,
@@ -35,7 +38,9 @@ from ownloop.models import listen_to_text_deltas
 
 __all__ = ["RunStream"]
 
-Drive = Callable[[RunState], Awaitable[RunResult]]
+Drive = Callable[[RunState], Awaitable[RunResult[Any]]]
+
+OutputT = TypeVar("OutputT", default=str)
 
 # (Limits field, readable name), as `ownloop.tracing.budget_use` names them.
 _BUDGETS = (
@@ -134,7 +139,7 @@ class _BudgetWatch:
         return crossed
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """The events of one run, as an async iterator; the last one is `StreamEnded`.
 
     Create it with `Agent.run_stream`. The run starts at the first ``__anext__`` and runs in its
@@ -167,10 +172,10 @@ class RunStream:
         # read the redactor at each call: protect() replaces it when the run learns a secret
         self._text = _ReplyText(lambda text: state.trace.redactor.redact_text(text))  # noqa: PLW0108
         self._finished = False
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
         """The run's result, once the stream has handed out `StreamEnded`."""
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> RunStream[OutputT]:
         return self
 
     async def __anext__(self) -> StreamEvent:
@@ -189,7 +194,7 @@ class RunStream:
             raise item.error
         if isinstance(item, StreamEnded):
             self._finished = True
-            self.result = item.result
+            self.result = cast("RunResult[OutputT]", item.result)
         return item
 
     async def aclose(self) -> None:
@@ -201,7 +206,7 @@ class RunStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutputT]:
         return self
 
     async def __aexit__(
