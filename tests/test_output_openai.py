@@ -224,3 +224,11 @@ def test_each_adapter_names_its_default_mode(model_type: type) -> None:
     expected = {"OpenAIChatModel": "native", "OpenAIResponsesModel": "native"}
     assert model.output_mode == expected.get(model_type.__name__, "prompted")
     assert OpenAIChatModel("m", api_key="k", compat="deepseek").output_mode == "tool"
+
+
+def test_a_profile_without_strict_tools_sends_the_schema_without_strict() -> None:
+    """VLLM's profile takes json_schema output but not the strict flag."""
+    answers = iter([{"difference": 1, "percent": 1.0}])
+    result, requests = _run(OpenAIChatModel, structured_server(answers), compat="vllm")
+    assert result.output == Comparison(difference=1, percent=1.0), result.detail
+    assert "strict" not in requests[0].body["response_format"]["json_schema"]

@@ -500,3 +500,41 @@ def test_a_stored_output_of_another_type_is_refused_when_loaded(tmp_path: Path) 
 
     with pytest.raises(RunNotFound):
         asyncio.run(typed.stored_result("missing"))
+
+
+def test_native_mode_needs_the_wrapper_prompted_mode_forgives_its_absence() -> None:
+    """A bare scalar breaks the native schema (re-asked); in prompted mode it is read as is."""
+    native = _agent([final("5"), final('{"result": 5}')], int, output_mode="native")
+    result = native.run_sync("Five")
+    assert (result.output, result.usage.invalid_outputs) == (5, 1)
+    assert _agent([final("5")], int, output_mode="prompted").run_sync("Five").output == 5
+
+
+class Wide(BaseModel):
+    """An answer with many required fields."""
+
+    a: int
+    b: int
+    c: int
+    d: int
+    e: int
+    f: int
+    g: int
+    h: int
+    i: int
+    j: int
+
+
+def test_many_errors_are_summarised_and_bounded() -> None:
+    """The re-ask lists the first errors and counts the rest."""
+    seen: list[ModelRequest] = []
+    answers = iter(["{}", json.dumps(dict.fromkeys("abcdefghij", 1))])
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        seen.append(request)
+        return final(next(answers))
+
+    Agent(FunctionModel(answer), output_type=Wide).run_sync("Fill")
+    feedback = seen[1].messages[-1].content
+    assert "a: required field is missing" in feedback
+    assert "and 2 more errors" in feedback

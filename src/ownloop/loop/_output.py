@@ -137,10 +137,6 @@ class OutputSpec:
         except ValidationError as error:
             return InvalidOutput(_describe(error, self.format.name))
 
-    def dump(self, value: Any) -> Any:
-        """Return a value of the type as JSON-ready data (how results are stored)."""
-        return to_jsonable_python(value)
-
     def _unwrapped_schema(self) -> dict[str, Any]:
         if not self.format.wrapped:
             return self.raw_schema
