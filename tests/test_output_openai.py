@@ -8,6 +8,7 @@ with JSON that conforms to the schema it was given.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from pydantic import BaseModel, field_validator
 
 from ownloop import Agent, Limits, RunStatus, StopReason
+from ownloop.contracts import TextDelta
 from ownloop.models import (
     OpenAIChatModel,
     OpenAIResponsesModel,
@@ -24,7 +26,15 @@ from ownloop.models import (
     allow_model_requests,
 )
 
-from .openai_server import OpenAIServer, Received, Reply, json_reply, request_schema_errors
+from .openai_server import (
+    OpenAIServer,
+    Received,
+    Reply,
+    json_reply,
+    request_schema_errors,
+    sse,
+    stream_reply,
+)
 
 
 class Comparison(BaseModel):
@@ -232,3 +242,32 @@ def test_a_profile_without_strict_tools_sends_the_schema_without_strict() -> Non
     result, requests = _run(OpenAIChatModel, structured_server(answers), compat="vllm")
     assert result.output == Comparison(difference=1, percent=1.0), result.detail
     assert "strict" not in requests[0].body["response_format"]["json_schema"]
+
+
+def test_a_streamed_json_answer_streams_its_text_and_ends_typed() -> None:
+    """Text deltas of the JSON answer reach the stream; its last event holds the Comparison."""
+    pieces = ['{"difference": ', "7, ", '"percent": 1.5}']
+
+    def brain(received: Received) -> Reply:
+        assert received.body["stream"] is True
+        assert received.body["response_format"]["type"] == "json_schema"
+        chunks = [
+            {"id": "c", "model": "m", "choices": [{"index": 0, "delta": {"content": piece}}]}
+            for piece in pieces
+        ]
+        done = {"index": 0, "delta": {}, "finish_reason": "stop"}
+        chunks.append({"id": "c", "model": "m", "choices": [done]})
+        return stream_reply(sse(*chunks))
+
+    async def scenario(url: str) -> tuple[list[str], Any]:
+        model = OpenAIChatModel("m", api_key="sk-test", base_url=url)
+        agent = Agent(model, output_type=Comparison, stream=True)
+        async with agent.run_stream("Compare") as stream:
+            deltas = [event.text async for event in stream if isinstance(event, TextDelta)]
+        return deltas, stream.result
+
+    with OpenAIServer(brain) as server, allow_model_requests(True):
+        deltas, result = asyncio.run(scenario(server.url))
+    assert "".join(deltas) == "".join(pieces)
+    assert result is not None
+    assert result.output == Comparison(difference=7, percent=1.5)
