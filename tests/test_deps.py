@@ -167,3 +167,10 @@ def test_validators_and_instructions_read_the_deps() -> None:
     assert result.status is RunStatus.COMPLETED
     assert result.usage.completion_rejections == 1
     assert seen[0].messages[0].content == "You answer for acme (run r-9): Answer"
+
+
+def test_a_deps_type_that_is_not_a_class_is_not_checked_by_isinstance() -> None:
+    """A generic alias (list[str]) cannot be checked at run time: only presence is required."""
+    steps = [final("done")]
+    agent = Agent(ScriptedModel(steps), deps_type=list[str])  # type: ignore[arg-type]
+    assert agent.run_sync("Go", deps=["a"]).status is RunStatus.COMPLETED

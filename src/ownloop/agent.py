@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, cast
 
 from typing_extensions import TypeVar
 
-from ownloop._agent_checks import check_configuration, warn_never_offered
+from ownloop._agent_checks import check_configuration, check_deps, warn_never_offered
 from ownloop._agent_output import output_spec, typed_result
 from ownloop._agent_support import (
     check_requests,
@@ -362,7 +362,7 @@ class Agent(Generic[DepsT, OutputT]):
             ConfigurationError: If ``deps`` is missing or of another type than ``deps_type``.
         """
         run_id = self._check_inputs(task, run_id)
-        self._check_deps(deps, "run")
+        check_deps(self.deps_type, deps, "run")
         task = clean_text(task)  # an unpaired surrogate would break every trace and store
         clock = clock if clock is not None else self._config.clock
         return RunState(
@@ -483,7 +483,7 @@ class Agent(Generic[DepsT, OutputT]):
             RunLeased: If another worker is executing the run.
         """
         decisions = list(approvals)
-        self._check_deps(deps, "resume")
+        check_deps(self.deps_type, deps, "resume")
         if isinstance(paused, RunResult) and self.store is None:
             snapshot = snapshot_of_result(paused)
             state = self._restore(snapshot, decisions, [], accept_changes)
@@ -670,21 +670,6 @@ class Agent(Generic[DepsT, OutputT]):
             messages.append(SystemMessage(content=self._output.instructions()))
         messages.append(UserMessage(content=context.task))
         return messages
-
-    def _check_deps(self, deps: object, verb: str) -> None:
-        expected = self.deps_type
-        if expected is None:
-            return
-        name = getattr(expected, "__name__", repr(expected))
-        if deps is None:
-            raise ConfigurationError(
-                f"this agent declares deps_type={name}: pass {verb}(..., deps=...); deps are "
-                "live objects, never stored, so a resumed run needs them given again"
-            )
-        if isinstance(expected, type) and not isinstance(deps, expected):
-            raise ConfigurationError(
-                f"deps must be a {name} (the agent's deps_type), not {type(deps).__name__}"
-            )
 
     def __repr__(self) -> str:
         return (
