@@ -25,6 +25,7 @@ from ownloop import (
 )
 from ownloop.contracts import ModelRequest, ModelResponse, OutputInvalid, StreamEnded, ToolCall
 from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
+from ownloop.tracing import event_severity
 
 
 class Invoice(BaseModel):
@@ -157,6 +158,7 @@ def test_an_invalid_answer_is_sent_back_with_the_errors_and_re_asked() -> None:
     assert "total must be positive" in feedback.content
     invalid = [event for event in result.trace if isinstance(event, OutputInvalid)]
     assert [event.invalid_outputs for event in invalid] == [1]
+    assert event_severity(invalid[0]) == "warning"  # the console shows it like a rejection
 
 
 def test_an_answer_that_is_not_json_is_re_asked() -> None:
