@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing_extensions import TypedDict
 
 from ownloop import Evidence
-from ownloop.validators import Accept, Reject, citations_observed
+from ownloop.validators import Accept, Reject, accept_all, citations_observed
 
 SEEN = (
     Evidence(id="R-02", tool="read", call_ids=("c1",)),
@@ -88,3 +88,48 @@ def test_texts_are_read_separately() -> None:
     check = citations_observed(min_citations=1)
     split = Report(summary="[R-0", parts=[{"tail": "2]"}], count=0)
     assert isinstance(check(split, SEEN), Reject)
+
+
+def test_an_id_cited_in_two_texts_counts_once_and_bad_brackets_anywhere_reject() -> None:
+    """Citations from several texts are deduplicated; an unreadable one in any text rejects."""
+    check = citations_observed(min_citations=2)
+    twice = Report(summary="[R-02]", parts=[{"note": "[R-02]"}], count=0)
+    assert isinstance(check(twice, SEEN), Reject)
+    both = Report(summary="[R-02]", parts=[{"note": "[R-03]"}], count=0)
+    assert check(both, SEEN) == Accept()
+    unreadable = Report(summary="[R-02] [R-03]", parts=[{"note": "see [ R-02 ]"}], count=0)
+    verdict = check(unreadable, SEEN)
+    assert isinstance(verdict, Reject)
+    assert "cannot be read" in verdict.reason
+
+
+def test_a_custom_pattern_applies_to_fields_and_inner_texts() -> None:
+    """A custom citation pattern reads a text field and the texts of an answer alike."""
+    pattern = r"\(source: ([^)]+)\)"
+    by_field = citations_observed(pattern, citation_field="summary", min_citations=1)
+    assert by_field(Report(summary="x (source: R-02)", parts=[], count=0), SEEN) == Accept()
+    inner = citations_observed(pattern, min_citations=1)
+    assert inner(Report(summary="y", parts=[{"n": "(source: R-03)"}], count=0), SEEN) == Accept()
+    bracketed = Report(summary="[R-02]", parts=[], count=0)  # not the custom form
+    assert isinstance(inner(bracketed, SEEN), Reject)
+
+
+class Opaque:
+    """A value JSON cannot encode, whose text cites an id."""
+
+    def __str__(self) -> str:
+        return "[R-02]"
+
+
+def test_a_value_json_cannot_encode_is_read_as_its_text() -> None:
+    """An object without a JSON form is read through str(), not refused."""
+    check = citations_observed(min_citations=1)
+    assert check({"parts": [Opaque()]}, SEEN) == Accept()
+
+
+def test_a_composed_check_passes_the_typed_value_to_each_side() -> None:
+    """`&` hands the answer itself to the left check: a made-up citation still rejects."""
+    composed = citations_observed() & accept_all()
+    verdict = composed(Report(summary="[R-09]", parts=[], count=0), SEEN)
+    assert isinstance(verdict, Reject)
+    assert "R-09" in verdict.reason

@@ -264,7 +264,13 @@ def _citations_of(
         if isinstance(value, list | tuple):
             return list(dict.fromkeys(str(item).strip() for item in value if str(item).strip())), []
         return [], []
-    return _cited(pattern, "\n".join(_texts(to_jsonable_python(output, fallback=str))))
+    cited: list[str] = []
+    unreadable: list[str] = []
+    for text in _texts(to_jsonable_python(output, fallback=str)):  # each text on its own
+        found, bad = _cited(pattern, text)
+        cited.extend(found)
+        unreadable.extend(bad)
+    return list(dict.fromkeys(cited)), unreadable
 
 
 def _texts(value: Any) -> list[str]:
