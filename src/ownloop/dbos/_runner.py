@@ -16,8 +16,6 @@ writing again.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -36,16 +34,12 @@ from ownloop.contracts import (
     SNAPSHOT_SCHEMA_VERSION,
     Actor,
     Approval,
-    JournalEntry,
-    RunResult,
     RunSnapshot,
 )
-from ownloop.dbos._driver import DbosDriver, Json, StepClock, nothing
+from ownloop.dbos._driver import DbosDriver, Json, StepClock
 from ownloop.dbos._handoff import move_segments
+from ownloop.engines import run_segment
 from ownloop.exceptions import ConfigurationError
-from ownloop.loop import (
-    run_loop,
-)
 from ownloop.store import PostgresRunStore
 
 __all__ = [
@@ -54,6 +48,7 @@ __all__ = [
     "DbosDriver",
     "DbosRunner",
     "StepClock",
+    "segment_id",
     "worker_config",
 ]
 
@@ -116,15 +111,18 @@ def worker_config(
     return cast(DBOSConfig, config)
 
 
-def _summary(run_id: str, result: RunResult | None) -> Json:
-    if result is None:
-        return {"run_id": run_id, "status": None}
-    return {
-        "run_id": run_id,
-        "status": result.status.value,
-        "stop_reason": result.stop_reason.value,
-        "requests": [request.id for request in result.approval_requests],
-    }
+def segment_id(snapshot: RunSnapshot) -> str:
+    """Return the workflow id of the segment that continues a run from its stored state.
+
+    It names the run and the pause's position in the run's trace (the sequence number of its
+    last event), never how a decision names the request: every decision for one pause maps to
+    one segment (DBOS enqueues a workflow id once), and each later pause has another position.
+
+    Args:
+        snapshot: The run as stored when the decision was submitted.
+    """
+    position = snapshot.trace[-1].seq if snapshot.trace else 0
+    return f"ownloop:{snapshot.run_id}:pause:{position}"
 
 
 class DbosRunner:
@@ -302,53 +300,8 @@ class DbosRunner:
             The segment's summary: status, stop reason and the requests a pause waits for.
         """
         agent = self._agent(agent_name)
-        clock = StepClock()
-        driver = DbosDriver(agent.driver, self.store, clock, run_id)
-        config = dataclasses.replace(agent.loop_config, clock=clock, durable=True)
-        if start.get("kind") == "start":
-            await driver.step("begin", nothing)
-            actor = start.get("actor")
-            state = agent.new_state(
-                str(start["task"]),
-                actor=None if actor is None else Actor.model_validate(actor),
-                run_id=run_id,
-                clock=clock,
-            )
-        else:
-            loaded: Json = await driver.step("load", lambda: self._load(run_id))
-            if loaded["snapshot"] is None:
-                return _summary(run_id, None)
-            snapshot = RunSnapshot.model_validate(loaded["snapshot"])
-            if snapshot.state == "finished":  # a late or duplicate segment: nothing to do
-                return _summary(run_id, snapshot.result)
-            driver.version = int(loaded["version"])
-            state = agent.restored_state(
-                snapshot,
-                [Approval.model_validate(item) for item in loaded["approvals"]],
-                [JournalEntry.model_validate(item) for item in loaded["journal"]],
-                clock=clock,
-            )
-        return _summary(run_id, await driver.drive(run_loop(config, state)))
-
-    async def _load(self, run_id: str) -> Json:
-        stored = await self.store.get(run_id)
-        if stored is None:
-            return {"snapshot": None}
-        snapshot = stored.snapshot
-        applied = {*snapshot.approvals, *snapshot.available_approvals}
-        decided = {(a.request_id, a.digest) for a in applied}
-        approvals: list[Approval] = []
-        for approval in await self.store.submitted_approvals(run_id):
-            key = (approval.request_id, approval.digest)
-            if approval not in applied and key not in decided:  # the first decision stands
-                decided.add(key)
-                approvals.append(approval)
-        return {
-            "snapshot": snapshot.model_dump(mode="json"),
-            "version": stored.version,
-            "approvals": [approval.model_dump(mode="json") for approval in approvals],
-            "journal": [e.model_dump(mode="json") for e in await self.store.journal(run_id)],
-        }
+        driver = DbosDriver(agent.driver, self.store, StepClock(), run_id)
+        return await run_segment(agent, driver, self.store, run_id, start)
 
     def _agent(self, name: str) -> Agent:
         factory = self.agents.get(name)
@@ -394,22 +347,32 @@ class DbosRunner:
     async def approve(
         self, run_id: str, approval: Approval, *, agent_name: str | None = None
     ) -> str:
-        """Submit a decision and enqueue the run's next segment (deduplicated per request).
+        """Submit a decision and enqueue the segment that continues the run from its pause.
+
+        The segment's workflow id names the pause, not the decision (see `segment_id`): however
+        a decision names the request, and however many are submitted for one pause, one segment
+        continues it; a later pause of the same run (a second identical call) gets its own.
 
         Args:
             run_id: The paused run.
-            approval: The decision (naming the request it decides).
+            approval: The decision (naming the request it decides, by id or digest).
             agent_name: The run's agent; by default the one its first segment named.
 
         Returns:
             The workflow id of the next segment.
+
+        Raises:
+            UnknownApprovalRequest: If the run does not wait for what the decision names, or the
+                request already has a stored decision (by its id or its digest): nothing is
+                stored or enqueued.
         """
         if agent_name is None:
             agent_name = await self._agent_of(run_id)
         await self._dbos_client()  # fail on a missing system database before storing anything
         await self.store.submit_approval(run_id, approval)
-        decided = approval.request_id or hashlib.sha256(str(approval.digest).encode()).hexdigest()
-        workflow_id = f"ownloop:{run_id}:after:{decided}"
+        stored = await self.store.get(run_id)
+        assert stored is not None  # the submission found it, and runs are never deleted
+        workflow_id = segment_id(stored.snapshot)
         await self._enqueue(workflow_id, agent_name, run_id, {"kind": "resume"})
         return workflow_id
 
