@@ -8,7 +8,7 @@ suite. The lines marked ``type: ignore[...]`` must stay errors (``warn_unused_ig
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import assert_type
+from typing import Literal, assert_type
 
 from pydantic import BaseModel
 
@@ -49,6 +49,10 @@ assert_type(typed.run_stream("task"), RunStream[Invoice])
 
 counted = Agent(model, output_type=int)
 assert_type(counted.run_sync("task").output, int | None)
+
+YesNo = Literal["yes", "no"]
+yes_no: Agent[None, YesNo] = Agent(model, output_type=YesNo)  # type: ignore[arg-type]
+assert_type(yes_no.run_sync("task").output, YesNo | None)
 
 listed = Agent(model, output_type=list[Invoice])
 assert_type(listed.run_sync("task").output, list[Invoice] | None)
