@@ -33,6 +33,7 @@ from ownloop.models._normalize import (
     text_of,
     token_usage,
 )
+from ownloop.models._output_format import chat_response_format
 from ownloop.models._text_calls import recognize_text_tool_calls
 
 __all__ = ["chat_body", "parse_completion", "tool_choice"]
@@ -84,6 +85,9 @@ def chat_body(
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     if stop and profile.stop_sequences:
         body["stop"] = list(stop)
+    response_format = chat_response_format(request, profile) if native else None
+    if response_format is not None:
+        body["response_format"] = response_format
     if settings.stream and (profile.stream_with_tools or "tools" not in body):
         body["stream"] = True
         if profile.stream_usage:

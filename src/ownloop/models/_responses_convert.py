@@ -31,6 +31,7 @@ from ownloop.models._normalize import (
     normalize_finish,
     token_usage,
 )
+from ownloop.models._output_format import responses_text_format
 
 __all__ = ["parse_response", "responses_body", "sanitize_item"]
 
@@ -82,6 +83,9 @@ def responses_body(
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     if settings.stream:
         body["stream"] = True
+    text = responses_text_format(request, profile)
+    if text is not None:
+        body["text"] = text
     return body
 
 

@@ -14,6 +14,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from types import TracebackType
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from ownloop.contracts import (
     BudgetWarning,
@@ -36,7 +39,9 @@ from ownloop.redaction import StreamRedactor
 
 __all__ = ["RunStream"]
 
-Drive = Callable[[RunState], Awaitable[RunResult]]
+Drive = Callable[[RunState], Awaitable[RunResult[Any]]]
+
+OutputT = TypeVar("OutputT", default=str)
 
 # (Limits field, readable name), as `ownloop.tracing.budget_use` names them.
 _BUDGETS = (
@@ -99,7 +104,7 @@ class _BudgetWatch:
         return crossed
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """The events of one run, as an async iterator; the last one is `StreamEnded`.
 
     Create it with `Agent.run_stream`. The run starts at the first ``__anext__`` and runs in its
@@ -132,10 +137,10 @@ class RunStream:
         # read the redactor at each piece: protect() replaces it when the run learns a secret
         self._text = StreamRedactor(lambda: state.trace.redactor)
         self._finished = False
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
         """The run's result, once the stream has handed out `StreamEnded`."""
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> RunStream[OutputT]:
         return self
 
     async def __anext__(self) -> StreamEvent:
@@ -154,7 +159,7 @@ class RunStream:
             raise item.error
         if isinstance(item, StreamEnded):
             self._finished = True
-            self.result = item.result
+            self.result = cast("RunResult[OutputT]", item.result)
         return item
 
     async def aclose(self) -> None:
@@ -166,7 +171,7 @@ class RunStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutputT]:
         return self
 
     async def __aexit__(
