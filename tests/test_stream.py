@@ -54,7 +54,7 @@ def lookup_registry() -> ToolRegistry:
     """A registry with one read tool."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(topic: str) -> dict[str, str]:
         """Look a topic up.
 
@@ -398,7 +398,7 @@ def test_the_deadline_warns_as_the_clock_runs_down() -> None:
     clock = FakeClock()
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def slow(topic: str) -> str:
         """Take a while.
 
