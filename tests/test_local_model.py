@@ -35,8 +35,7 @@ if importlib.util.find_spec("llama_cpp") is None or _MODEL is None or not _MODEL
     pytest.skip(f"local model tests: engine or model missing; {_ENABLE}", allow_module_level=True)
 
 SECRET = 4817
-DEADLINE_S = 300.0
-"""A bound, not a guess: a real model on two loaded cores took over 90 s for this run."""
+DEADLINE_S = 90.0
 SETTINGS = ModelSettings(temperature=0, max_output_tokens=64)
 
 
