@@ -11,7 +11,7 @@ from ownloop.exceptions import ConfigurationError as _ConfigurationError
 
 try:
     import mcp as _mcp  # noqa: F401 - only to give a clear error when the extra is missing
-except ImportError as error:
+except ImportError as error:  # pragma: no cover - run in a subprocess (test_newcomer_hints.py)
     raise _ConfigurationError(
         f"ownloop.mcp needs the MCP SDK: pip install 'ownloop[mcp]' ({error})"
     ) from error
