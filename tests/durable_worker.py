@@ -45,6 +45,11 @@ SCRIPTS = {
         tool_call("refund", "c2", order_id="o-2", amount=700),
         final("Refunded both."),
     ],
+    "twin_refunds": [  # one refund proposed twice, in two turns: two calls with one digest
+        tool_call("refund", "c1", order_id="o-1", amount=500),
+        tool_call("refund", "c2", order_id="o-1", amount=500),
+        final("Refunded o-1 twice."),
+    ],
 }
 
 _CONTEXT = multiprocessing.get_context("forkserver")

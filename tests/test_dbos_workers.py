@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from ownloop.dbos import segment_id
 from tests.dbos_support import kill_when_halted, new_spec, segments, stop, stored
 from tests.dbos_worker import (
     APP_NAME,
@@ -128,20 +129,16 @@ def test_approval_from_another_process_resumes_on_a_later_worker(spec: Spec) -> 
     stop(spec, worker)
     (request,) = paused.approval_requests
     run_in_process(approve_twice, spec, run_id, request.id)
-    assert segments(spec, run_id) == [
-        (f"ownloop:{run_id}:after:{request.id}", "ENQUEUED"),
-        (f"ownloop:{run_id}:start", "SUCCESS"),
-    ]
+    after = segment_id(paused)
+    assert after.startswith(f"ownloop:{run_id}:pause:")
+    assert segments(spec, run_id) == [(after, "ENQUEUED"), (f"ownloop:{run_id}:start", "SUCCESS")]
     later = start(replace(spec, name="later"))
     (finished,) = stored(spec, [run_id], until="finished")
     time.sleep(0.3)  # a second segment, if one had been enqueued, would be taken by now
     stop(spec, later)
     assert (finished.result.status.value, finished.result.output) == ("completed", "Refunded o-1.")
     assert [what for _, what in ledger_rows(spec.directory)] == [f"{run_id}:refund:o-1:500"]
-    assert segments(spec, run_id) == [
-        (f"ownloop:{run_id}:after:{request.id}", "SUCCESS"),
-        (f"ownloop:{run_id}:start", "SUCCESS"),
-    ]
+    assert segments(spec, run_id) == [(after, "SUCCESS"), (f"ownloop:{run_id}:start", "SUCCESS")]
     assert [a.reason for a in finished.result.approvals] == ["ok"]
 
 
@@ -227,10 +224,71 @@ def test_in_process_pause_and_approval(spec: Spec, launched: Any) -> None:
             approver.close()
             await approver.store.close()
 
-    assert asyncio.run(approve()) == f"ownloop:{run_id}:after:{request.id}"
+    assert asyncio.run(approve()) == segment_id(paused)
     (finished,) = stored(spec, [run_id], until="finished")
     assert finished.result.output == "Refunded o-1."
     assert [what for _, what in ledger_rows(spec.directory)] == [f"{run_id}:refund:o-1:500"]
+
+
+def test_in_process_one_segment_per_pause_however_decisions_name_it(
+    spec: Spec, launched: Any
+) -> None:
+    """Decisions by id and by digest continue a pause once; a later identical call's pause too."""
+    from ownloop.contracts import Approval, RunSnapshot
+    from ownloop.exceptions import UnknownApprovalRequest
+
+    twins = functools.partial(make_agent, spec, "twin_refunds")
+    launched.agents["twins"] = twins
+    approver = make_runner(spec)  # its own store: the worker's belongs to DBOS's event loop
+    approver.agents["twins"] = twins
+
+    async def paused_after(run_id: str, seen: set[str]) -> RunSnapshot:
+        deadline = time.monotonic() + 30
+        while True:
+            found = await approver.store.get(run_id)
+            if found and found.snapshot.state == "paused":
+                (request,) = found.snapshot.approval_requests
+                if request.id not in seen:
+                    return found.snapshot
+            assert time.monotonic() < deadline, f"run {run_id} never paused anew: {found}"
+            await asyncio.sleep(0.05)
+
+    async def go() -> tuple[str, list[str]]:
+        run_id = await approver.enqueue("twins", "refund o-1 twice")
+        first = await paused_after(run_id, set())
+        (request,) = first.approval_requests
+        ops = Approval(request_id=request.id, approved=True, approver="ops", reason="ok")
+        await approver.store.submit_approval(run_id, ops)  # stored, nothing enqueued yet
+        denial = Approval(digest=request.digest, approved=False, approver="mallory")
+        with pytest.raises(UnknownApprovalRequest, match="was already decided: approved by ops"):
+            await approver.approve(run_id, denial)
+        again = Approval(digest=request.digest, approved=True, approver="ops")  # a repeat
+        ids = [await approver.approve(run_id, again)]
+        second = await paused_after(run_id, {request.id})
+        (twin,) = second.approval_requests
+        assert (twin.digest, twin.id != request.id) == (request.digest, True)
+        ids.append(
+            await approver.approve(
+                run_id, Approval(digest=twin.digest, approved=True, approver="ops")
+            )
+        )
+        assert ids == [segment_id(first), segment_id(second)]
+        return run_id, ids
+
+    try:
+        run_id, ids = asyncio.run(go())
+    finally:
+        approver.close()
+        asyncio.run(approver.store.close())
+    (finished,) = stored(spec, [run_id], until="finished")
+    assert finished.result.output == "Refunded o-1 twice."
+    assert [a.approver for a in finished.result.approvals] == ["ops", "ops"]
+    assert [what for _, what in ledger_rows(spec.directory)] == [f"{run_id}:refund:o-1:500"] * 2
+    expected = [*sorted((wid, "SUCCESS") for wid in ids), (f"ownloop:{run_id}:start", "SUCCESS")]
+    deadline = time.monotonic() + 20
+    while segments(spec, run_id) != expected:  # the last segment returns after its checkpoint
+        assert time.monotonic() < deadline, segments(spec, run_id)
+        time.sleep(0.05)
 
 
 def test_in_process_retry_approver_and_revision(spec: Spec, launched: Any) -> None:

@@ -269,3 +269,29 @@ def test_unlock_takes_a_stuck_workers_lease_and_resume_can_take_over(
     assert "it was not held" in capsys.readouterr().out
     asyncio.run(hold())
     assert main(["resume", "refund-1", *agent, "--take-over"]) == 1
+
+
+def test_approve_refuses_a_request_already_decided_by_digest(
+    paused: Job, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A decision stored by digest decides the request: approving it by id is refused."""
+    from ownloop import Approval
+
+    async def decide_by_digest() -> str:
+        async with SqliteRunStore(paused.database) as store:
+            stored = await store.get("refund-1")
+            assert stored is not None
+            (request,) = stored.snapshot.approval_requests
+            denial = Approval(digest=request.digest, approved=False, approver="bob")
+            await store.submit_approval("refund-1", denial)
+            return request.digest
+
+    digest = asyncio.run(decide_by_digest())
+    request = _request(paused)
+    assert main(["approve", "refund-1", request, "--db", paused.database]) == 2
+    assert f"request {request} was already decided: {digest} denied by bob" in (
+        capsys.readouterr().err
+    )
+    assert main(["runs", "withdraw", "refund-1", request, "--db", paused.database]) == 0
+    assert "withdrew 1 decision(s)" in capsys.readouterr().out
+    assert main(["approve", "refund-1", request, "--db", paused.database]) == 0

@@ -6,6 +6,7 @@ import asyncio
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
@@ -374,7 +375,7 @@ def test_a_second_decision_for_a_request_is_refused_until_withdrawn(
     _waiting(store, run, "run-1", "req-1")
     run(store.submit_approval("run-1", _approval("req-1", "alice")))
     run(store.submit_approval("run-1", _approval("req-1", "alice")))  # a repeated click
-    with pytest.raises(UnknownApprovalRequest, match="already has a stored decision"):
+    with pytest.raises(UnknownApprovalRequest, match="was already decided"):
         run(store.submit_approval("run-1", _approval("req-1", "bob")))
     assert run(store.withdraw_approvals("run-1", "req-1")) == 1
     assert run(store.withdraw_approvals("run-1", "req-1")) == 0
@@ -535,3 +536,167 @@ def test_a_repeated_decision_is_stored_once_after_decisions_for_other_requests(
     run(store.submit_approval("run-1", _approval("req-2")))
     run(store.submit_approval("run-1", _approval("req-2")))
     assert [a.request_id for a in run(store.submitted_approvals("run-1"))] == ["req-1", "req-2"]
+
+
+def _by_digest(request_id: str, approver: str = "alice", approved: bool = True) -> Approval:
+    """A decision naming the request ``_waiting`` stored by its digest only."""
+    return Approval(digest=f"dg-{request_id}", approved=approved, approver=approver, decided_at=T0)
+
+
+@pytest.mark.parametrize("first_by", ["id", "digest"])
+def test_one_decision_per_request_whether_named_by_id_or_by_digest(
+    store: RunStore, run: Run, first_by: str
+) -> None:
+    """A request decided by id refuses a decision by digest, and the other way round."""
+    _waiting(store, run, "run-1", "req-1")
+    denial = _approval("req-1", "bob").model_copy(update={"approved": False})
+    if first_by == "id":
+        first, second, named = _approval("req-1"), _by_digest("req-1", "bob", False), "req-1"
+    else:
+        first, second, named = _by_digest("req-1"), denial, "dg-req-1"
+    run(store.submit_approval("run-1", first))
+    with pytest.raises(UnknownApprovalRequest) as refused:
+        run(store.submit_approval("run-1", second))
+    assert str(refused.value) == (
+        f"request 'req-1' of run run-1 was already decided: approved by alice (named by "
+        f"{named!r}); one decision per request, however it names the request: withdraw it "
+        "first (ownloop runs withdraw run-1 req-1)"
+    )
+    assert run(store.submitted_approvals("run-1")) == [first]
+
+
+def test_the_same_verdict_named_the_other_way_is_a_repeated_click(
+    store: RunStore, run: Run
+) -> None:
+    """The same approver's same verdict by digest after one by id stores nothing more."""
+    _waiting(store, run, "run-1", "req-1")
+    run(store.submit_approval("run-1", _approval("req-1")))
+    run(store.submit_approval("run-1", _by_digest("req-1")))
+    assert run(store.submitted_approvals("run-1")) == [_approval("req-1")]
+
+
+def test_a_decision_carrying_another_requests_digest_conflicts_with_it(
+    store: RunStore, run: Run
+) -> None:
+    """A decision naming one request and carrying another's digest decides both."""
+    _waiting(store, run, "run-1", "req-1", "req-2")
+    run(store.submit_approval("run-1", _approval("req-2")))
+    mixed = _approval("req-1", "bob").model_copy(update={"digest": "dg-req-2"})
+    with pytest.raises(UnknownApprovalRequest, match="request 'req-2' of run run-1 was already"):
+        run(store.submit_approval("run-1", mixed))
+    run(store.submit_approval("run-1", _by_digest("req-1", "bob")))
+    assert len(run(store.submitted_approvals("run-1"))) == 2
+
+
+def test_a_digest_given_as_a_request_id_is_refused(store: RunStore, run: Run) -> None:
+    """A request id must be a request's id: a digest passed as one names no request."""
+    _waiting(store, run, "run-1", "req-1")
+    with pytest.raises(UnknownApprovalRequest, match="not waiting for request 'dg-req-1'"):
+        run(store.submit_approval("run-1", _approval("dg-req-1")))
+    assert run(store.submitted_approvals("run-1")) == []
+
+
+@pytest.mark.parametrize("first_by", ["id", "digest"])
+def test_withdrawing_by_either_name_removes_the_decision(
+    store: RunStore, run: Run, first_by: str
+) -> None:
+    """A decision stored by id is withdrawn by digest and the other way round; then one is free."""
+    _waiting(store, run, "run-1", "req-1")
+    first = _approval("req-1") if first_by == "id" else _by_digest("req-1")
+    other_name = "dg-req-1" if first_by == "id" else "req-1"
+    run(store.submit_approval("run-1", first))
+    assert run(store.withdraw_approvals("run-1", "req-9")) == 0
+    assert run(store.withdraw_approvals("run-1", other_name)) == 1
+    assert run(store.submitted_approvals("run-1")) == []
+    run(store.submit_approval("run-1", _by_digest("req-1", "bob", approved=False)))
+    assert run(store.withdraw_approvals("missing", "req-1")) == 0
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Callable[[], RunStore]:
+    """Opens stores on one durable database, as separate processes would."""
+    if request.param == "sqlite":
+        return lambda: SqliteRunStore(tmp_path / "runs.db", busy_timeout_s=120)
+    dsn, schema = postgres_dsn(), fresh_schema()  # skips (or fails in CI) here, not in a thread
+    return lambda: PostgresRunStore(dsn, schema=schema)
+
+
+def test_concurrent_deciders_of_one_request_have_exactly_one_winner(
+    opener: Callable[[], RunStore],
+) -> None:
+    """Eight threads, each with its own store, decide one request by id or by digest: one wins."""
+    first = opener()
+    asyncio.run(_save_waiting(first))
+    barrier = threading.Barrier(8)
+    outcomes: list[str] = []
+
+    def decide(index: int) -> None:
+        decision = (
+            _approval("req-1", f"approver-{index}")
+            if index % 2
+            else _by_digest("req-1", f"approver-{index}", approved=index % 4 == 0)
+        )
+
+        async def go() -> str:
+            store = opener()
+            try:
+                barrier.wait(timeout=60)
+                await store.submit_approval("run-1", decision)
+                return "stored"
+            except UnknownApprovalRequest as refused:
+                return "refused" if "was already decided" in str(refused) else str(refused)
+            finally:
+                await store.close()  # type: ignore[attr-defined]
+
+        outcomes.append(asyncio.run(go()))
+
+    threads = [threading.Thread(target=decide, args=(index,)) for index in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert sorted(outcomes) == ["refused"] * 7 + ["stored"]
+    assert len(asyncio.run(_submitted(opener()))) == 1
+
+
+async def _save_waiting(store: RunStore) -> None:
+    request = ApprovalRequest(
+        id="req-1", call_id="c1", tool="export", arguments={}, digest="dg-req-1"
+    )
+    paused = snapshot("run-1", state="paused", status=RunStatus.PAUSED)
+    await store.save(
+        paused.model_copy(update={"approval_requests": (request,)}), expected_version=None
+    )
+    await store.close()  # type: ignore[attr-defined]
+
+
+async def _submitted(store: RunStore) -> list[Approval]:
+    try:
+        return await store.submitted_approvals("run-1")
+    finally:
+        await store.close()  # type: ignore[attr-defined]
+
+
+def test_withdrawing_from_a_run_no_longer_stored_goes_by_the_decisions_name() -> None:
+    """Without the run's snapshot, a withdrawal removes only decisions naming what it names."""
+    from ownloop.store._rules import withdrawn
+
+    assert withdrawn(None, _approval("req-1"), "req-1")
+    assert withdrawn(None, _by_digest("req-1"), "dg-req-1")
+    assert not withdrawn(None, _by_digest("req-1"), "req-1")
+
+
+def test_a_resume_applies_the_first_unapplied_decision_deciding_each_waiting_request() -> None:
+    """Decisions for no waiting request, applied ones and later ones for a decided request drop."""
+    from ownloop.store._rules import usable_decisions
+
+    request = ApprovalRequest(
+        id="req-2", call_id="c1", tool="export", arguments={}, digest="dg-req-2"
+    )
+    applied = _approval("req-2", "carol")
+    paused = snapshot("run-1", state="paused", status=RunStatus.PAUSED).model_copy(
+        update={"approval_requests": (request,), "approvals": (applied,)}
+    )
+    elsewhere, first, later = _approval("req-1"), _by_digest("req-2"), _approval("req-2", "bob")
+    assert usable_decisions(paused, [elsewhere, applied, first, later]) == [first]
+    assert usable_decisions(paused, [later, first]) == [later]

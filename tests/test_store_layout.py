@@ -3,7 +3,7 @@
 Proves that what is loaded is what was saved whatever the sequence of appends, rewrites
 (compaction), saves and loads across store instances; that a stale instance never corrupts a
 run; that a save refused by fencing writes no item row; that a checkpoint writes only what grew;
-and that databases laid out by store schemas 1 and 2 upgrade in place and their runs resume.
+and that databases laid out by store schemas 1, 2 and 3 upgrade in place and their runs resume.
 """
 
 from __future__ import annotations
@@ -345,17 +345,17 @@ def _old_database(database: Database, schema_version: int, sample: RunSnapshot) 
     )
 
 
-@pytest.mark.parametrize("schema_version", [1, 2])
+@pytest.mark.parametrize("schema_version", [1, 2, 3])
 def test_an_old_database_is_upgraded_and_its_paused_run_resumes(
     database: Database, run: Run, tmp_path: Path, schema_version: int
 ) -> None:
-    """A store schema 1 or 2 database upgrades on open; its paused run loads, resumes and moves."""
+    """A store schema 1, 2 or 3 database upgrades on open; its paused run loads, resumes, moves."""
     sample = RunSnapshot.model_validate_json((SAMPLES / "v1_paused.json").read_text())
     _old_database(database, schema_version, sample)
     store = database.open()
     stored = run(store.get(sample.run_id))
     assert (stored.version, stored.snapshot) == (3, sample)
-    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [(3,)]
+    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [(4,)]
     request = sample.approval_requests[0].id
     run(
         store.submit_approval(

@@ -95,7 +95,7 @@ def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> 
         "approvals",
         "ownloop_schema",
     }
-    assert version == [(1,), (2,), (3,)]
+    assert version == [(1,), (2,), (3,), (4,)]
 
 
 def test_hand_written_newer_snapshot_fails_fast(store: PostgresRunStore, dsn: str) -> None:
@@ -129,9 +129,9 @@ def test_corrupt_records_are_store_errors(store: PostgresRunStore, dsn: str) -> 
 def test_schema_of_a_newer_store_is_refused(store: PostgresRunStore, dsn: str) -> None:
     """A schema laid out by a newer ownloop fails fast on connection."""
     asyncio.run(store.get("warm-up"))
-    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (4)")
+    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (5)")
     newcomer = PostgresRunStore(dsn, schema=store.schema)
-    with pytest.raises(SchemaVersionError, match="store schema version 4"):
+    with pytest.raises(SchemaVersionError, match="store schema version 5"):
         asyncio.run(newcomer.get("run-1"))
 
 

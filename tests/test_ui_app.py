@@ -542,3 +542,46 @@ def test_a_run_waiting_for_two_calls_resumes_only_once_both_are_decided(tmp_path
     started, reasons = asyncio.run(scenario())
     assert started == ["|", "r-approve", "|"]
     assert reasons == ["None", "None"]  # an empty reason is recorded as none
+
+
+class _RivalDecides(SqliteRunStore):
+    """A real store on which another decider stores its decision right after the UI looked."""
+
+    rival: Approval | None = None
+
+    async def submitted_approvals(self, run_id: str) -> list[Approval]:
+        seen = await super().submitted_approvals(run_id)
+        if self.rival is not None:
+            async with SqliteRunStore(self.path) as elsewhere:  # another process, in effect
+                await elsewhere.submit_approval(run_id, self.rival)
+            self.rival = None
+        return seen
+
+
+def test_a_decision_by_digest_from_elsewhere_refuses_the_pages_decision(tmp_path: Path) -> None:
+    """A request decided by digest elsewhere, before or while the page decides, is refused."""
+
+    async def scenario() -> tuple[list[tuple[int, str]], list[Approval]]:
+        async with _RivalDecides(tmp_path / "runs.db") as store:
+            await pause(store, {"r-approve": RUNS["r-approve"]})
+            app = create_app(store, approver="alice", token=TOKEN)
+            request_id, digest = await waiting(store, "r-approve")
+            path = f"/runs/r-approve/requests/{request_id}"
+            answers = []
+            async with client(app) as http:
+                store.rival = Approval(digest=digest, approved=False, approver="bob")
+                answers.append(await http.post(path, data=form(app, digest, "approve")))
+                answers.append(await http.post(path, data=form(app, digest, "approve")))
+                page = (await http.get("/approvals")).text
+                assert '<p class="decided denied">' in page  # shown as decided, by digest
+                assert "Denied by bob" in page
+            return [(a.status_code, a.text) for a in answers], await store.submitted_approvals(
+                "r-approve"
+            )
+
+    answers, submitted = asyncio.run(scenario())
+    (raced, text), (later, again) = answers
+    assert (raced, later) == (409, 409)
+    assert "was already decided: denied by bob" in text
+    assert "was already decided" in again
+    assert [(a.approver, a.approved, a.request_id) for a in submitted] == [("bob", False, None)]

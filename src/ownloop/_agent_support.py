@@ -14,6 +14,7 @@ from typing import TypeVar
 
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError
+from ownloop.store._rules import usable_decisions
 
 __all__ = [
     "check_requests",
@@ -90,8 +91,9 @@ def check_requests(snapshot: RunSnapshot, decisions: list[Approval]) -> None:
 def usable_submissions(snapshot: RunSnapshot, submitted: list[Approval]) -> list[Approval]:
     """Pick the stored decisions a resume applies: the first for each request the run waits for.
 
-    A stored decision that names nothing the run waits for any more (already applied, withdrawn
-    request, a run that moved on) is skipped, never an error: nothing stored can block a resume.
+    The stores' rule (`ownloop.store._rules.usable_decisions`): a request named by id or by
+    digest takes one decision; one that names nothing the run waits for is skipped, never an
+    error, so nothing stored can block a resume.
 
     Args:
         snapshot: The run.
@@ -100,15 +102,7 @@ def usable_submissions(snapshot: RunSnapshot, submitted: list[Approval]) -> list
     Returns:
         The decisions to apply.
     """
-    applied = {*snapshot.approvals, *snapshot.available_approvals}
-    waiting = {name for r in snapshot.approval_requests for name in (r.id, r.digest)}
-    usable: list[Approval] = []
-    for approval in submitted:
-        named = approval.request_id or approval.digest
-        if approval not in applied and named in waiting:
-            waiting.discard(named)  # the first decision stands
-            usable.append(approval)
-    return usable
+    return usable_decisions(snapshot, submitted)
 
 
 @functools.cache

@@ -26,6 +26,7 @@ tool that cannot be described), and *run failures* that carry the context needed
         ├── RunLeased                   another worker holds the run's lease
         ├── RunNotFound                 no run with that id is stored
         └── SchemaVersionError          a stored record is newer than this ownloop reads
+            └── StoreUpgraded           a newer release upgraded the store under this process
 
 Handlers of a tool raise the signals; the runtime catches them. Applications catch `OwnloopError`
 (or one family) and never need to catch a third-party exception from ownloop's public API.
@@ -52,6 +53,7 @@ __all__ = [
     "SendRefused",
     "StaleCheckpoint",
     "StoreError",
+    "StoreUpgraded",
     "ToolDefinitionError",
     "TransientModelError",
     "TransientToolError",
@@ -317,3 +319,12 @@ class RunNotFound(StoreError):
 
 class SchemaVersionError(StoreError):
     """A stored record has a schema version this ownloop does not know."""
+
+
+class StoreUpgraded(SchemaVersionError):
+    """Another release upgraded the store's schema after this process opened it.
+
+    Raised by the write that found out, which wrote nothing: every write transaction of the SQL
+    stores checks the store's schema version (the upgrade fence). Restart the process on a
+    release that knows the new version.
+    """

@@ -25,6 +25,7 @@ from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
 from ownloop.redaction import Bounds, Redactor
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.store._rules import standing_decision
 from ownloop.tracing import format_trace
 
 __all__ = [
@@ -333,11 +334,13 @@ def approve(arguments: argparse.Namespace) -> int:
                 f"run {arguments.run_id} is not waiting for request {arguments.request_id} "
                 f"(state {snapshot.state}; waiting for: {', '.join(sorted(waiting)) or 'nothing'})"
             )
-        for earlier in await store.submitted_approvals(arguments.run_id):
-            if earlier.request_id == arguments.request_id:
-                raise ConfigurationError(
-                    f"request {arguments.request_id} was already decided: {_decision(earlier)}"
-                )
+        # The stores' rule: a decision named by the request's id or by its digest decides it.
+        submitted = await store.submitted_approvals(arguments.run_id)
+        standing = standing_decision(snapshot, submitted, {arguments.request_id})
+        if standing is not None:
+            raise ConfigurationError(
+                f"request {arguments.request_id} was already decided: {_decision(standing[0])}"
+            )
         await store.submit_approval(arguments.run_id, approval)
 
     _with_store(arguments, submit)

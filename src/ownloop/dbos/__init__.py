@@ -23,6 +23,7 @@ from ownloop.dbos._runner import (
     DbosDriver,
     DbosRunner,
     StepClock,
+    segment_id,
     worker_config,
 )
 
@@ -36,5 +37,6 @@ __all__ = [
     "recover_executor",
     "recovery_executor_id",
     "recovery_queue",
+    "segment_id",
     "worker_config",
 ]

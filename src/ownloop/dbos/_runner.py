@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -47,6 +46,7 @@ from ownloop.loop import (
     run_loop,
 )
 from ownloop.store import PostgresRunStore
+from ownloop.store._rules import usable_decisions
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -54,6 +54,7 @@ __all__ = [
     "DbosDriver",
     "DbosRunner",
     "StepClock",
+    "segment_id",
     "worker_config",
 ]
 
@@ -114,6 +115,20 @@ def worker_config(
         **options,
     }
     return cast(DBOSConfig, config)
+
+
+def segment_id(snapshot: RunSnapshot) -> str:
+    """Return the workflow id of the segment that continues a run from its stored state.
+
+    It names the run and the pause's position in the run's trace (the sequence number of its
+    last event), never how a decision names the request: every decision for one pause maps to
+    one segment (DBOS enqueues a workflow id once), and each later pause has another position.
+
+    Args:
+        snapshot: The run as stored when the decision was submitted.
+    """
+    position = snapshot.trace[-1].seq if snapshot.trace else 0
+    return f"ownloop:{snapshot.run_id}:pause:{position}"
 
 
 def _summary(run_id: str, result: RunResult | None) -> Json:
@@ -335,14 +350,7 @@ class DbosRunner:
         if stored is None:
             return {"snapshot": None}
         snapshot = stored.snapshot
-        applied = {*snapshot.approvals, *snapshot.available_approvals}
-        decided = {(a.request_id, a.digest) for a in applied}
-        approvals: list[Approval] = []
-        for approval in await self.store.submitted_approvals(run_id):
-            key = (approval.request_id, approval.digest)
-            if approval not in applied and key not in decided:  # the first decision stands
-                decided.add(key)
-                approvals.append(approval)
+        approvals = usable_decisions(snapshot, await self.store.submitted_approvals(run_id))
         return {
             "snapshot": snapshot.model_dump(mode="json"),
             "version": stored.version,
@@ -394,22 +402,32 @@ class DbosRunner:
     async def approve(
         self, run_id: str, approval: Approval, *, agent_name: str | None = None
     ) -> str:
-        """Submit a decision and enqueue the run's next segment (deduplicated per request).
+        """Submit a decision and enqueue the segment that continues the run from its pause.
+
+        The segment's workflow id names the pause, not the decision (see `segment_id`): however
+        a decision names the request, and however many are submitted for one pause, one segment
+        continues it; a later pause of the same run (a second identical call) gets its own.
 
         Args:
             run_id: The paused run.
-            approval: The decision (naming the request it decides).
+            approval: The decision (naming the request it decides, by id or digest).
             agent_name: The run's agent; by default the one its first segment named.
 
         Returns:
             The workflow id of the next segment.
+
+        Raises:
+            UnknownApprovalRequest: If the run does not wait for what the decision names, or the
+                request already has a stored decision (by its id or its digest): nothing is
+                stored or enqueued.
         """
         if agent_name is None:
             agent_name = await self._agent_of(run_id)
         await self._dbos_client()  # fail on a missing system database before storing anything
         await self.store.submit_approval(run_id, approval)
-        decided = approval.request_id or hashlib.sha256(str(approval.digest).encode()).hexdigest()
-        workflow_id = f"ownloop:{run_id}:after:{decided}"
+        stored = await self.store.get(run_id)
+        assert stored is not None  # the submission found it, and runs are never deleted
+        workflow_id = segment_id(stored.snapshot)
         await self._enqueue(workflow_id, agent_name, run_id, {"kind": "resume"})
         return workflow_id
 

@@ -21,12 +21,12 @@ from ownloop.exceptions import SchemaVersionError, StaleCheckpoint
 from ownloop.store._port import StoredRun
 from ownloop.store._rules import (
     check_submission,
-    decides,
     holder_is_gone,
     lease_held,
     lease_lost,
     receipt_exists,
     this_host,
+    withdrawn,
 )
 
 __all__ = ["MemoryRunStore", "check_schema", "summarize"]
@@ -206,7 +206,11 @@ class MemoryRunStore:
 
     async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
         """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
-        kept = [a for a in self._approvals.get(run_id, []) if decides(a) != decides_what]
+        stored = self._runs.get(run_id)
+        snapshot = stored.snapshot if stored is not None else None
+        kept = [
+            a for a in self._approvals.get(run_id, []) if not withdrawn(snapshot, a, decides_what)
+        ]
         removed = len(self._approvals.get(run_id, [])) - len(kept)
         self._approvals[run_id] = kept
         return removed

@@ -14,7 +14,12 @@ Every implementation keeps the same promises, proven by one shared test suite:
 - an intent is durable before ``record_intent`` returns, and so is a receipt;
 - approvals submitted from another process wait in the store until a resume applies them; a
   decision naming no request the run waits for is refused at submission, and stored decisions
-  can be listed and withdrawn.
+  can be listed and withdrawn;
+- one decision per request, however it names the request: a second decision for a request named
+  by its id or by its digest is refused until the first is withdrawn, atomically even between
+  processes (of two concurrent deciders exactly one is stored);
+- the upgrade fence (SQL stores): a write finding the store's schema version changed since the
+  store was opened raises `StoreUpgraded` and writes nothing.
 """
 
 from __future__ import annotations
@@ -158,7 +163,8 @@ class RunStore(Protocol):
         Raises:
             RunNotFound: If the run is not stored.
             UnknownApprovalRequest: If the run waits for no request the decision names (by
-                request id or digest), or that request already has a stored decision.
+                request id or digest), or that request already has a stored decision (named by
+                its id or by its digest).
         """
         ...
 
@@ -167,7 +173,9 @@ class RunStore(Protocol):
         ...
 
     async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
-        """Delete the stored decisions naming a request id (or digest).
+        """Delete the stored decisions on a request, named by its id or by its digest.
+
+        A decision that named the request the other way is deleted too.
 
         Returns:
             How many were deleted.

@@ -35,16 +35,23 @@ from ownloop.store._port import StoredRun
 from ownloop.store._postgres_sql import (
     ACQUIRE,
     CURRENT,
-    HELD,
     INSERT,
     INTENT,
-    NO_LEASE,
     RECEIPT,
+    RELEASE,
+    RENEW,
     SAVE,
     UPDATE,
+    guards,
 )
-from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
-from ownloop.store._schema import POSTGRES_MIGRATIONS, STORE_SCHEMA_VERSION
+from ownloop.store._rules import (
+    check_store_schema,
+    check_submission,
+    holder_is_gone,
+    this_host,
+    withdrawn,
+)
+from ownloop.store._schema import POSTGRES_MIGRATIONS, POSTGRES_SCHEMA_NOW, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
     lease_held,
     lease_lost,
@@ -149,19 +156,35 @@ class PostgresRunStore:
                     "applied_at timestamptz NOT NULL DEFAULT now())"
                 )
             )
-            cursor = await connection.execute(
-                self._sql("SELECT COALESCE(MAX(version), 0) FROM {s}.ownloop_schema")
-            )
+            cursor = await connection.execute(self._sql(POSTGRES_SCHEMA_NOW))
             row = await cursor.fetchone()
             current: int = row[0] if row is not None else 0
             if current > STORE_SCHEMA_VERSION:
-                raise newer_store_schema(f"{self._where} (schema {self.schema})", current)
+                raise newer_store_schema(self._place, current)
+            if current < STORE_SCHEMA_VERSION:
+                # Wait for the writes in flight (each reads this table in its upgrade fence) and
+                # hold every later one until the upgrade commits: they then see the new version.
+                # A migration that alters tables should lock them before this one (a write locks
+                # its table first, then reads this one), so an upgrade never deadlocks a write.
+                await connection.execute(
+                    self._sql("LOCK TABLE {s}.ownloop_schema IN ACCESS EXCLUSIVE MODE")
+                )
             for version in range(current + 1, STORE_SCHEMA_VERSION + 1):
                 for statement in POSTGRES_MIGRATIONS[version - 1]:
                     await connection.execute(self._sql(statement))
                 await connection.execute(
                     self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
                 )
+
+    @property
+    def _place(self) -> str:
+        return f"{self._where} (schema {self.schema})"
+
+    async def _check_schema(self, connection: AsyncConnection[Any]) -> None:
+        """Raise `StoreUpgraded` if the store is no longer at the schema this ownloop writes."""
+        cursor = await connection.execute(self._sql(POSTGRES_SCHEMA_NOW))
+        row = await cursor.fetchone()
+        check_store_schema(self._place, row[0] if row is not None else 0, STORE_SCHEMA_VERSION)
 
     @asynccontextmanager
     async def _use(self, operation: str) -> AsyncIterator[AsyncConnection[Any]]:
@@ -199,7 +222,7 @@ class PostgresRunStore:
             "put_positions": [position for _, position, _ in plan.puts],
             "put_items": [item for _, _, item in plan.puts],
         }
-        held, guard = (HELD, "EXISTS (SELECT 1 FROM held)") if lease else (NO_LEASE, "true")
+        held, guard = guards(lease is not None)
         write = (INSERT if expected_version is None else UPDATE).format(guard=guard, s="{s}")
         async with self._use("save") as connection:
             try:
@@ -213,6 +236,7 @@ class PostgresRunStore:
                 version = (expected_version or 0) + 1
                 self._known.saved(run_id, version, plan)
                 return version
+            await self._check_schema(connection)
             cursor = await connection.execute(
                 self._sql("SELECT version FROM {s}.runs WHERE run_id = %(run_id)s"), params
             )
@@ -292,6 +316,8 @@ class PostgresRunStore:
         }
         rows = await self._rows("acquire_lease", ACQUIRE, params)
         if not rows:
+            async with self._use("acquire_lease") as connection:
+                await self._check_schema(connection)
             held = await self._rows(
                 "acquire_lease",
                 "SELECT owner, expires_at, host, pid, token FROM {s}.leases WHERE run_id = %s",
@@ -318,32 +344,36 @@ class PostgresRunStore:
         """Extend a lease that is still current and unexpired (see `RunStore`)."""
         rows = await self._rows(
             "renew_lease",
-            "UPDATE {s}.leases SET expires_at = clock_timestamp() + make_interval(secs => %s) "
-            "WHERE run_id = %s AND token = %s AND expires_at > clock_timestamp() "
-            "RETURNING expires_at",
+            RENEW,
             (ttl_s, lease.run_id, lease.token),
         )
         if not rows:
+            async with self._use("renew_lease") as connection:
+                await self._check_schema(connection)
             raise lease_lost(lease.run_id)
         return lease.model_copy(update={"expires_at": rows[0][0].astimezone(UTC)})
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back if it is still held (see `RunStore`)."""
         async with self._use("release_lease") as connection:
-            await connection.execute(
-                self._sql("DELETE FROM {s}.leases WHERE run_id = %s AND token = %s"),
+            cursor = await connection.execute(
+                self._sql(RELEASE),
                 (lease.run_id, lease.token),
             )
+            if cursor.rowcount == 0:
+                await self._check_schema(connection)
 
     async def _fenced(
         self, operation: str, template: str, params: dict[str, Any], lease: Lease | None
     ) -> int:
         """Run one journal statement, applied only while ``lease`` is current (when given)."""
         params = {**params, "token": None if lease is None else lease.token}
-        held, guard = (HELD, "EXISTS (SELECT 1 FROM held)") if lease else (NO_LEASE, "true")
+        held, guard = guards(lease is not None)
         async with self._use(operation) as connection:
             sql = self._sql(template.format(held=held, guard=guard, s="{s}"))
             cursor = await connection.execute(sql, params)
+            if cursor.rowcount == 0:
+                await self._check_schema(connection)
             if cursor.rowcount == 0 and lease is not None:
                 cursor = await connection.execute(self._sql(CURRENT), params)
                 current = await cursor.fetchone()
@@ -396,15 +426,12 @@ class PostgresRunStore:
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
         """Durably store a decision for a request the run waits for (see `RunStore`)."""
         async with self._use("submit_approval") as connection, connection.transaction():
-            # The state record is enough: the requests and decisions are never item rows.
-            cursor = await connection.execute(
-                self._sql("SELECT snapshot::text FROM {s}.runs WHERE run_id = %s FOR UPDATE"),
-                (run_id,),
-            )
-            row = await cursor.fetchone()
+            # The run's row lock makes deciders of one run take turns: of two concurrent
+            # decisions on one request, the second sees the first and is refused.
+            snapshot = await self._state_record(connection, run_id)
             if not check_submission(
                 run_id,
-                None if row is None else load_snapshot(run_id, row[0]),
+                snapshot,
                 approval,
                 [item for _, item in await self._approvals(connection, run_id)],
             ):
@@ -413,6 +440,21 @@ class PostgresRunStore:
                 self._sql("INSERT INTO {s}.approvals (run_id, approval) VALUES (%s, %s::json)"),
                 (run_id, approval.model_dump_json()),
             )
+
+    async def _state_record(
+        self, connection: AsyncConnection[Any], run_id: str
+    ) -> RunSnapshot | None:
+        """Check the fence, then lock and read the run's state record (in a transaction).
+
+        The state record is enough for decisions: requests and decisions are never item rows.
+        """
+        await self._check_schema(connection)  # its lock on the schema table lasts to the commit
+        cursor = await connection.execute(
+            self._sql("SELECT snapshot::text FROM {s}.runs WHERE run_id = %s FOR UPDATE"),
+            (run_id,),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else load_snapshot(run_id, row[0])
 
     async def _approvals(
         self, connection: AsyncConnection[Any], run_id: str
@@ -426,12 +468,13 @@ class PostgresRunStore:
         return [(seq, load_record(Approval, run_id, text)) for seq, text in await cursor.fetchall()]
 
     async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
-        """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
+        """Delete the stored decisions on a request, by its id or digest (see `RunStore`)."""
         async with self._use("withdraw_approvals") as connection, connection.transaction():
+            snapshot = await self._state_record(connection, run_id)
             doomed = [
                 seq
                 for seq, approval in await self._approvals(connection, run_id)
-                if decides(approval) == decides_what
+                if withdrawn(snapshot, approval, decides_what)
             ]
             for seq in doomed:
                 await connection.execute(

@@ -3,13 +3,25 @@
 Both dialects sit side by side so a layout change is made (and reviewed) for both at once. A store
 records the versions it applied in its ``ownloop_schema`` table and refuses a database whose
 version is newer than `STORE_SCHEMA_VERSION`. Append migrations; never edit a released one.
+
+From store schema 4 on, every write transaction of a store reads the store's schema version and
+writes nothing when it is no longer the one the process opened (the upgrade fence, see
+``_rules.check_store_schema``): a release that upgrades the store stops every worker of the
+previous release at its next write. An upgrade takes the schema table's lock first, so it waits
+for writes in flight and no write of the old layout commits after it.
 """
 
 from __future__ import annotations
 
-__all__ = ["POSTGRES_MIGRATIONS", "SQLITE_MIGRATIONS", "STORE_SCHEMA_VERSION"]
+__all__ = [
+    "POSTGRES_MIGRATIONS",
+    "POSTGRES_SCHEMA_NOW",
+    "SQLITE_MIGRATIONS",
+    "SQLITE_SCHEMA_NOW",
+    "STORE_SCHEMA_VERSION",
+]
 
-STORE_SCHEMA_VERSION = 3
+STORE_SCHEMA_VERSION = 4
 """The table layout the SQL stores create and read."""
 
 SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -39,6 +51,9 @@ SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             run_id TEXT NOT NULL, part TEXT NOT NULL, position INTEGER NOT NULL,
             item TEXT NOT NULL, PRIMARY KEY (run_id, part, position)) WITHOUT ROWID""",
     ),
+    # store schema 4: no table changes. From this version on every write checks the store's
+    # schema version (the upgrade fence), so the next upgrade stops this release's writers.
+    (),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 1; {s} is the store's schema
@@ -68,4 +83,10 @@ POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             run_id text NOT NULL, part text NOT NULL, position integer NOT NULL,
             item json NOT NULL, PRIMARY KEY (run_id, part, position))""",
     ),
+    (),  # store schema 4: the upgrade fence (no table changes)
 )
+
+SQLITE_SCHEMA_NOW = "SELECT COALESCE(MAX(version), 0) FROM ownloop_schema"
+"""The store's schema version now (0 for a database no store has laid out yet)."""
+POSTGRES_SCHEMA_NOW = "SELECT COALESCE(MAX(version), 0) FROM {s}.ownloop_schema"
+"""The same, in the store's schema ``{s}``."""

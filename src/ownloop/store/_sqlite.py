@@ -37,8 +37,14 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._port import StoredRun
-from ownloop.store._rules import check_submission, decides, holder_is_gone, this_host
-from ownloop.store._schema import SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
+from ownloop.store._rules import (
+    check_store_schema,
+    check_submission,
+    holder_is_gone,
+    this_host,
+    withdrawn,
+)
+from ownloop.store._schema import SQLITE_MIGRATIONS, SQLITE_SCHEMA_NOW, STORE_SCHEMA_VERSION
 from ownloop.store._sql import (
     lease_held,
     lease_lost,
@@ -124,14 +130,22 @@ class SqliteRunStore:
                 raise StoreError(f"{operation} failed in {self!r}: {error}") from error
 
     @contextmanager
-    def _transaction(self, *, durable: bool = False) -> Iterator[None]:
-        """Run statements in one ``BEGIN IMMEDIATE`` transaction (call inside `_guard`)."""
+    def _transaction(self, *, durable: bool = False, fenced: bool = True) -> Iterator[None]:
+        """Run statements in one ``BEGIN IMMEDIATE`` transaction (call inside `_guard`).
+
+        A fenced transaction first checks that the file is still at the store schema version
+        this store opened it at (``BEGIN IMMEDIATE`` holds the write lock, so no upgrade commits
+        in between); only the migration itself is not fenced.
+        """
         full = durable and self.synchronous != "FULL"
         if full:
             self._db.execute("PRAGMA synchronous=FULL")
         try:
             self._db.execute("BEGIN IMMEDIATE")
             try:
+                if fenced:
+                    found = self._db.execute(SQLITE_SCHEMA_NOW).fetchone()[0]
+                    check_store_schema(self.path, found, STORE_SCHEMA_VERSION)
                 yield
             except BaseException:
                 self._db.rollback()
@@ -142,12 +156,12 @@ class SqliteRunStore:
                 self._db.execute(f"PRAGMA synchronous={self.synchronous}")
 
     def _migrate(self) -> None:
-        with self._transaction():
+        with self._transaction(fenced=False):
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS ownloop_schema "
                 "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
             )
-            row = self._db.execute("SELECT COALESCE(MAX(version), 0) FROM ownloop_schema")
+            row = self._db.execute(SQLITE_SCHEMA_NOW)
             current: int = row.fetchone()[0]
             if current > STORE_SCHEMA_VERSION:
                 raise newer_store_schema(self.path, current)
@@ -311,7 +325,7 @@ class SqliteRunStore:
 
     async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
         """Extend a lease that is still current and unexpired (see `RunStore`)."""
-        with self._guard("renew_lease") as db:
+        with self._guard("renew_lease") as db, self._transaction():
             now = self._now()
             cursor = db.execute(
                 "UPDATE leases SET expires_at = ? "
@@ -324,7 +338,7 @@ class SqliteRunStore:
 
     async def release_lease(self, lease: Lease) -> None:
         """Give the lease back if it is still held (see `RunStore`)."""
-        with self._guard("release_lease") as db:
+        with self._guard("release_lease") as db, self._transaction():
             db.execute(
                 "DELETE FROM leases WHERE run_id = ? AND token = ?", (lease.run_id, lease.token)
             )
@@ -382,20 +396,19 @@ class SqliteRunStore:
     async def submit_approval(self, run_id: str, approval: Approval) -> None:
         """Durably store a decision for a request the run waits for (see `RunStore`)."""
         with self._guard("submit_approval") as db, self._transaction(durable=True):
-            # The state record is enough: the requests and decisions are never item rows.
-            row = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-            if not check_submission(
-                run_id,
-                None if row is None else load_snapshot(run_id, row[0]),
-                approval,
-                self._approvals(db, run_id),
-            ):
+            snapshot = self._state_record(db, run_id)
+            if not check_submission(run_id, snapshot, approval, self._approvals(db, run_id)):
                 return
             db.execute(
                 "INSERT INTO approvals SELECT ?, COALESCE(MAX(seq), 0) + 1, ? FROM approvals "
                 "WHERE run_id = ?",
                 (run_id, approval.model_dump_json(), run_id),
             )
+
+    def _state_record(self, db: sqlite3.Connection, run_id: str) -> RunSnapshot | None:
+        """The run's state record: enough for decisions (requests and decisions are no items)."""
+        row = db.execute("SELECT snapshot FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        return None if row is None else load_snapshot(run_id, row[0])
 
     def _approvals(self, db: sqlite3.Connection, run_id: str) -> list[Approval]:
         rows = db.execute(
@@ -404,13 +417,14 @@ class SqliteRunStore:
         return [load_record(Approval, run_id, text) for (text,) in rows]
 
     async def withdraw_approvals(self, run_id: str, decides_what: str) -> int:
-        """Delete the stored decisions naming a request id or digest (see `RunStore`)."""
+        """Delete the stored decisions on a request, by its id or digest (see `RunStore`)."""
         with self._guard("withdraw_approvals") as db, self._transaction(durable=True):
+            snapshot = self._state_record(db, run_id)
             removed = 0
             for seq, text in db.execute(
                 "SELECT seq, approval FROM approvals WHERE run_id = ?", (run_id,)
             ).fetchall():
-                if decides(load_record(Approval, run_id, text)) == decides_what:
+                if withdrawn(snapshot, load_record(Approval, run_id, text), decides_what):
                     db.execute("DELETE FROM approvals WHERE run_id = ? AND seq = ?", (run_id, seq))
                     removed += 1
         return removed

@@ -28,9 +28,10 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ownloop.contracts import Approval, RunResult
-from ownloop.exceptions import RunNotFound
+from ownloop.exceptions import RunNotFound, UnknownApprovalRequest
 from ownloop.redaction import Redactor
 from ownloop.store import RunStore
+from ownloop.store._rules import decided_requests, standing_decision, usable_decisions
 from ownloop.ui._live import list_fingerprint, live_list, live_run, run_fingerprint
 from ownloop.ui._security import AccessGuard, csrf_value, new_token
 from ownloop.ui._views import find_request, pending_requests, run_page, run_rows
@@ -256,8 +257,8 @@ class _Pages:
             return f"run {run_id} is not waiting for request {request_id} (any more)"
         if not hmac.compare_digest(digest.encode(), waiting.digest.encode()):
             return "the request changed since the page was shown: reload and decide again"
-        submitted = await store.submitted_approvals(run_id)
-        if any(item.request_id == request_id for item in submitted):
+        snapshot = stored.snapshot
+        if standing_decision(snapshot, await store.submitted_approvals(run_id), {request_id}):
             return f"request {request_id} was already decided"
         approval = Approval(
             request_id=request_id,
@@ -266,9 +267,13 @@ class _Pages:
             approver=self._app.approver,
             reason=reason or None,
         )
-        await store.submit_approval(run_id, approval)
-        decided = {item.request_id for item in [*submitted, approval]}
-        if all(item.id in decided for item in stored.snapshot.approval_requests):
+        try:  # the store's rule: one decision per request, named by its id or by its digest
+            await store.submit_approval(run_id, approval)
+        except UnknownApprovalRequest as refused:
+            return str(refused)
+        usable = usable_decisions(snapshot, await store.submitted_approvals(run_id))
+        decided = {name for item in usable for name in decided_requests(snapshot, item)}
+        if all(request.id in decided for request in snapshot.approval_requests):
             self._start_resume(run_id)
         return None
 

@@ -24,6 +24,7 @@ from ownloop.contracts import (
 from ownloop.exceptions import RunNotFound
 from ownloop.redaction import Redactor
 from ownloop.store import RunStore
+from ownloop.store._rules import standing_decision
 from ownloop.tracing import BudgetUse, Timeline, timeline
 
 __all__ = [
@@ -213,7 +214,12 @@ def _waiting(
 ) -> list[PendingRequest]:
     if snapshot.state != "paused":
         return []
-    decided = {item.request_id: item for item in submitted if item not in snapshot.approvals}
+    # the stores' rule: a stored decision decides the request it names by id or by digest
+    decided = {
+        request.id: standing[0]
+        for request in snapshot.approval_requests
+        if (standing := standing_decision(snapshot, submitted, {request.id})) is not None
+    }
     return [
         PendingRequest(
             run_id=snapshot.run_id,
