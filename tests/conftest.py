@@ -89,3 +89,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
         reasons[reason.removeprefix("Skipped: ")] += 1
     for reason, count in reasons.items():
         terminalreporter.write_line(f"SKIPPED {count} test{'s' * (count != 1)}: {reason}")
+
+
+@pytest.fixture(scope="session")
+def temporal_address() -> Iterator[str]:
+    """A Temporal dev server on 127.0.0.1 for this session (see ``tests/temporal_support.py``)."""
+    from tests.temporal_support import dev_server
+
+    with dev_server() as address:
+        yield address

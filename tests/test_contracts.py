@@ -32,6 +32,7 @@ from ownloop.contracts import (
     ResumeState,
     RunResult,
     RunSnapshot,
+    RunStats,
     RunStatus,
     RunSummary,
     StopReason,
@@ -426,6 +427,17 @@ RUN_SUMMARY = RunSummary(
     stop_reason="approval_required",
     version=3,
     updated_at=AT,
+    actor="alice",
+    agent="policy-digest",
+)
+RUN_STATS = RunStats(
+    runs={"paused": 1, "finished": 2},
+    statuses={"paused": 1, "completed": 2},
+    stop_reasons={"approval_required": 1, "final_output": 2},
+    oldest_paused_at=AT,
+    unknown_effects=1,
+    leased=1,
+    usage={"steps": 4.0, "cost": 0.25},
 )
 RUN_SNAPSHOT = RunSnapshot(
     schema_version=1,
@@ -494,6 +506,7 @@ SAMPLES: list[BaseModel] = [
     JOURNAL_ENTRY,
     LEASE,
     RUN_SUMMARY,
+    RUN_STATS,
     RUN_SNAPSHOT,
     TEXT_DELTA,
     BUDGET_WARNING,

@@ -10,7 +10,7 @@ import pytest
 from ownloop.budgets import BudgetBreach
 from ownloop.contracts import Approval, Receipt, StopReason, TokenUsage
 from ownloop.dbos import StepClock, StepError
-from ownloop.dbos._codec import decode_outcome, encode_outcome
+from ownloop.engines import decode_outcome, encode_outcome
 from ownloop.exceptions import (
     PermanentModelError,
     ProviderError,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ownloop.agent import Agent
+from ownloop.cli import _listing, _retain
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
 from ownloop.redaction import Bounds, Redactor
@@ -63,6 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
+    _listing.add_filters(listing)
     listing.set_defaults(handler=list_runs)
     show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
     show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
@@ -96,6 +98,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     unlock.set_defaults(handler=unlock_run)
     for parser in (listing, show, decide, withdraw, unlock):
         _store_options(parser)
+    _retain.add_actions(actions, _store_options, _with_store)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
     proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     proceed.add_argument(
@@ -197,7 +200,10 @@ def list_runs(arguments: argparse.Namespace) -> int:
 
     async def listing(store: RunStore) -> list[Any]:
         return await store.list_runs(
-            state=arguments.state, status=arguments.status, limit=arguments.limit
+            state=arguments.state,
+            status=arguments.status,
+            limit=arguments.limit,
+            **_listing.filters(arguments),
         )
 
     lines = _with_store(arguments, listing)
@@ -211,6 +217,9 @@ def list_runs(arguments: argparse.Namespace) -> int:
             f"{line.run_id:<34} {line.state:<9} {line.status or '-':<11} "
             f"{line.stop_reason or '-':<20} {line.version:>7} {line.updated_at.isoformat()}"
         )
+    more = _listing.next_page(lines, arguments.limit)
+    if more is not None:
+        print(more)
     return 0
 
 

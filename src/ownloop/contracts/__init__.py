@@ -49,6 +49,7 @@ from ownloop.contracts.messages import (
     UserMessage,
 )
 from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, TokenUsage
+from ownloop.contracts.operations import RunStats
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, Versions
@@ -107,6 +108,7 @@ __all__ = [
     "RunResumed",
     "RunSnapshot",
     "RunStarted",
+    "RunStats",
     "RunStatus",
     "RunSummary",
     "SinkFailed",

@@ -14,7 +14,6 @@ try:
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise ConfigurationError("ownloop.dbos needs DBOS: pip install 'ownloop[dbos]'") from error
 
-from ownloop.dbos._codec import StepError
 from ownloop.dbos._handoff import recovery_executor_id, recovery_queue
 from ownloop.dbos._recover import recover_executor
 from ownloop.dbos._runner import (
@@ -26,6 +25,7 @@ from ownloop.dbos._runner import (
     segment_id,
     worker_config,
 )
+from ownloop.engines import StepError
 
 __all__ = [
     "APPLICATION_VERSION",

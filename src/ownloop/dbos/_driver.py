@@ -5,104 +5,40 @@ and the step's output holds every outcome in proposal order, so a replay is dete
 any step it is at-least-once: a crash during it runs its reads again, which reads allow. Writes
 never join a group; each stays its own journaled step.
 
-Step outputs are JSON (see ``_codec``) and carry the time measured when the step ended, which
-the `StepClock` adopts: between steps the loop reads a frozen clock, so a replay after recovery
-reads exactly the times the first execution did.
+What does not depend on DBOS (the journal rules, the step outputs with their end time, the
+codec) is the shared `ownloop.engines.EngineDriver`; this module runs its steps with
+``DBOS.run_step_async`` and sleeps with ``DBOS.sleep_async``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
-from dbos import (
-    DBOS,
-    StepOptions,
-)
+from dbos import DBOS, StepOptions
 
-from ownloop.contracts import (
-    RunResult,
-)
-from ownloop.dbos._codec import decode_outcome, encode_outcome
-from ownloop.exceptions import StaleCheckpoint, UnknownEffectError
-from ownloop.loop import (
-    ConfirmLease,
-    Effect,
-    Failure,
-    InvokeTool,
-    LoopGenerator,
-    Outcome,
-    Persist,
-    ReadRevision,
-    RecordIntent,
-    RecordReceipt,
-    Sleep,
-)
-from ownloop.runtime import Driver
-from ownloop.store import PostgresRunStore
+from ownloop.engines import EngineDriver, Json, nothing, timed
+from ownloop.engines import StepClock as _EngineClock
 
 __all__ = ["DbosDriver", "Json", "StepClock", "nothing"]
-
-Json = dict[str, Any]
 
 
 logger = logging.getLogger("ownloop.dbos")
 
-_STEP_KINDS = {
-    "CallModel": "model",
-    "Summarize": "summarize",
-    "InvokeTool": "tool",
-    "InvokeTools": "tools",
-    "ReadRevision": "revision",
-    "AskApprover": "approver",
-    "Reconcile": "reconcile",
-}
 
-
-def _reading() -> Json:
-    now = datetime.now(UTC)
-    return {"mono": now.timestamp(), "wall": now.isoformat()}
-
-
-class StepClock:
+class StepClock(_EngineClock):
     """A clock that only moves when a step completes: replays read the same times.
 
     Its monotonic reading is wall-clock seconds (comparable across the machines a run may move
-    between), never going backwards within a segment.
+    between), never going backwards within a segment. It sleeps with ``DBOS.sleep_async``.
     """
 
     def __init__(self) -> None:
-        self._mono = 0.0
-        self._wall = datetime.fromtimestamp(0, UTC)
-
-    def adopt(self, reading: Mapping[str, Any]) -> None:
-        """Take the times a step measured at its end.
-
-        Args:
-            reading: The step's ``mono`` and ``wall`` readings.
-        """
-        self._mono = max(self._mono, float(reading["mono"]))
-        self._wall = max(self._wall, datetime.fromisoformat(str(reading["wall"])))
-
-    def monotonic(self) -> float:
-        """Return the monotonic reading of the last completed step."""
-        return self._mono
-
-    def now(self) -> datetime:
-        """Return the wall-clock time of the last completed step."""
-        return self._wall
-
-    async def sleep(self, seconds: float) -> None:
-        """Sleep durably (a DBOS sleep), then take the time."""
-        await DBOS.sleep_async(seconds)
-
-    def __repr__(self) -> str:
-        return f"StepClock(now={self._wall.isoformat()})"
+        super().__init__(DBOS.sleep_async)
 
 
-class DbosDriver:
+class DbosDriver(EngineDriver):
     """Performs a run's effects as DBOS steps.
 
     Args:
@@ -112,22 +48,6 @@ class DbosDriver:
         run_id: The run.
         version: The stored version the segment starts from (``None`` for a new run).
     """
-
-    def __init__(
-        self,
-        inner: Driver,
-        store: PostgresRunStore,
-        clock: StepClock,
-        run_id: str,
-        version: int | None = None,
-    ) -> None:
-        self._inner = inner
-        self._store = store
-        self.clock = clock
-        self.run_id = run_id
-        self.version = version
-        self.seq = 0
-        self._intents: dict[str, RecordIntent] = {}
 
     async def step(self, kind: str, work: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``work`` as one checkpointed step named ``ownloop.<kind>``; adopt its times.
@@ -143,105 +63,12 @@ class DbosDriver:
         logger.debug("run %s step %d: %s", self.run_id, self.seq, kind)
 
         async def run_step() -> Json:
-            value = await work()
-            return {"value": value, **_reading()}
+            return await timed(work)
 
         result: Json = await DBOS.run_step_async(StepOptions(name=f"ownloop.{kind}"), run_step)
         self.clock.adopt(result)
         return result["value"]
 
-    async def drive(self, loop: LoopGenerator) -> RunResult:
-        """Run the core to its end, performing every effect as a step.
-
-        Args:
-            loop: The core's generator.
-
-        Returns:
-            The run's result.
-        """
-        try:
-            effect = next(loop)
-            while True:
-                effect = loop.send(await self.perform(effect))
-        except StopIteration as finished:
-            result: RunResult = finished.value
-            return result
-
-    async def perform(self, effect: Effect) -> Outcome:
-        """Perform one effect as a step (journal intents are folded into the write's step).
-
-        Args:
-            effect: What the core asked for.
-
-        Returns:
-            Its outcome.
-        """
-        if isinstance(effect, ConfirmLease):
-            return None  # DBOS runs a workflow on one executor at a time: no lease to confirm
-        if isinstance(effect, RecordIntent):
-            self._intents[effect.intent.idempotency_key] = effect
-            return None
-        if isinstance(effect, Persist):
-            self.version = await self.step("persist", lambda: self._persist(effect))
-            return None
-        if isinstance(effect, RecordReceipt):
-            await self.step("receipt", lambda: self._receipt(effect))
-            return None
-        if isinstance(effect, Sleep):
-            await DBOS.sleep_async(max(effect.seconds, 0.0))
-            await self.step("sleep", nothing)
-            return None
-        if isinstance(effect, InvokeTool) and effect.context.idempotency_key in self._intents:
-            encoded = await self.step("write", lambda: self._write(effect))
-        else:
-            kind = _STEP_KINDS.get(type(effect).__name__, "effect")
-            encoded = await self.step(kind, lambda: self._outcome(effect))
-        outcome = decode_outcome(encoded)
-        if isinstance(effect, ReadRevision) and isinstance(outcome, Failure):
-            raise outcome.error  # as with the plain driver: a failing revision source fails the run
-        return outcome
-
-    async def _outcome(self, effect: Effect) -> Json:
-        try:
-            return encode_outcome(await self._inner.perform(effect))
-        except Exception as error:  # steps never raise: the engine never serialises exceptions
-            return encode_outcome(Failure(error))
-
-    async def _persist(self, effect: Persist) -> int:
-        try:
-            return await self._store.save(effect.snapshot, expected_version=self.version)
-        except StaleCheckpoint:
-            # At-least-once: this very step may have saved before its process died.
-            stored = await self._store.get(self.run_id)
-            mine = effect.snapshot.model_dump(mode="json")
-            if stored is None or stored.snapshot.model_dump(mode="json") != mine:
-                raise
-            return stored.version
-
-    async def _receipt(self, effect: RecordReceipt) -> None:
-        await self._store.record_receipt(effect.run_id, effect.call_id, effect.receipt)
-
-    async def _write(self, effect: InvokeTool) -> Json:
-        """Journal the intent and run the write once; never run it again after a crash."""
-        recorded = self._intents[str(effect.context.idempotency_key)].intent
-        call_id = recorded.call_id  # the journal key, not the model's id
-        # Each attempt's intent carries the step's start time: a replay of the same step has
-        # the same one (the clock only moves when a step completes), a later attempt does not.
-        intent = recorded.model_copy(update={"recorded_at": self.clock.now()})
-        try:
-            journal = await self._store.journal(self.run_id)
-            entry = next((e for e in journal if e.intent.call_id == call_id), None)
-            if entry is not None and entry.receipt is None and entry.intent == intent:
-                raise UnknownEffectError(
-                    "the worker stopped after this write started and before its outcome was "
-                    "checkpointed; it is not executed again"
-                )
-            await self._store.record_intent(intent)
-        except Exception as error:  # whatever failed, the handler has not run (again)
-            return encode_outcome(Failure(error))
-        return await self._outcome(effect)
-
-
-async def nothing() -> None:
-    """Do nothing: a step whose only output is the time it ended."""
-    return None
+    async def sleep(self, seconds: float) -> None:
+        """Sleep durably (a DBOS sleep: a recovered workflow sleeps only what is left)."""
+        await DBOS.sleep_async(seconds)

@@ -16,7 +16,6 @@ writing again.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
@@ -35,18 +34,13 @@ from ownloop.contracts import (
     SNAPSHOT_SCHEMA_VERSION,
     Actor,
     Approval,
-    JournalEntry,
-    RunResult,
     RunSnapshot,
 )
-from ownloop.dbos._driver import DbosDriver, Json, StepClock, nothing
+from ownloop.dbos._driver import DbosDriver, Json, StepClock
 from ownloop.dbos._handoff import move_segments
+from ownloop.engines import run_segment
 from ownloop.exceptions import ConfigurationError
-from ownloop.loop import (
-    run_loop,
-)
 from ownloop.store import PostgresRunStore
-from ownloop.store._rules import usable_decisions
 
 __all__ = [
     "APPLICATION_VERSION",
@@ -129,17 +123,6 @@ def segment_id(snapshot: RunSnapshot) -> str:
     """
     position = snapshot.trace[-1].seq if snapshot.trace else 0
     return f"ownloop:{snapshot.run_id}:pause:{position}"
-
-
-def _summary(run_id: str, result: RunResult | None) -> Json:
-    if result is None:
-        return {"run_id": run_id, "status": None}
-    return {
-        "run_id": run_id,
-        "status": result.status.value,
-        "stop_reason": result.stop_reason.value,
-        "requests": [request.id for request in result.approval_requests],
-    }
 
 
 class DbosRunner:
@@ -317,46 +300,8 @@ class DbosRunner:
             The segment's summary: status, stop reason and the requests a pause waits for.
         """
         agent = self._agent(agent_name)
-        clock = StepClock()
-        driver = DbosDriver(agent.driver, self.store, clock, run_id)
-        config = dataclasses.replace(agent.loop_config, clock=clock, durable=True)
-        if start.get("kind") == "start":
-            await driver.step("begin", nothing)
-            actor = start.get("actor")
-            state = agent.new_state(
-                str(start["task"]),
-                actor=None if actor is None else Actor.model_validate(actor),
-                run_id=run_id,
-                clock=clock,
-            )
-        else:
-            loaded: Json = await driver.step("load", lambda: self._load(run_id))
-            if loaded["snapshot"] is None:
-                return _summary(run_id, None)
-            snapshot = RunSnapshot.model_validate(loaded["snapshot"])
-            if snapshot.state == "finished":  # a late or duplicate segment: nothing to do
-                return _summary(run_id, snapshot.result)
-            driver.version = int(loaded["version"])
-            state = agent.restored_state(
-                snapshot,
-                [Approval.model_validate(item) for item in loaded["approvals"]],
-                [JournalEntry.model_validate(item) for item in loaded["journal"]],
-                clock=clock,
-            )
-        return _summary(run_id, await driver.drive(run_loop(config, state)))
-
-    async def _load(self, run_id: str) -> Json:
-        stored = await self.store.get(run_id)
-        if stored is None:
-            return {"snapshot": None}
-        snapshot = stored.snapshot
-        approvals = usable_decisions(snapshot, await self.store.submitted_approvals(run_id))
-        return {
-            "snapshot": snapshot.model_dump(mode="json"),
-            "version": stored.version,
-            "approvals": [approval.model_dump(mode="json") for approval in approvals],
-            "journal": [e.model_dump(mode="json") for e in await self.store.journal(run_id)],
-        }
+        driver = DbosDriver(agent.driver, self.store, StepClock(), run_id)
+        return await run_segment(agent, driver, self.store, run_id, start)
 
     def _agent(self, name: str) -> Agent:
         factory = self.agents.get(name)

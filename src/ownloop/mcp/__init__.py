@@ -16,16 +16,24 @@ except ImportError as error:  # pragma: no cover - run in a subprocess (test_new
         f"ownloop.mcp needs the MCP SDK: pip install 'ownloop[mcp]' ({error})"
     ) from error
 
-from ownloop.mcp._config import DEFAULT_IDEMPOTENCY_ARGUMENT, HttpServer, ServerOptions, StdioServer
-from ownloop.mcp._serve import RegistryServer
+from ownloop.mcp._config import (
+    DEFAULT_IDEMPOTENCY_ARGUMENT,
+    HttpServer,
+    InProcessServer,
+    ServerOptions,
+    StdioServer,
+)
+from ownloop.mcp._serve import RegistryServer, served_call_key
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY, MCPToolset
 
 __all__ = [
     "DEFAULT_IDEMPOTENCY_ARGUMENT",
     "IDEMPOTENCY_META_KEY",
     "HttpServer",
+    "InProcessServer",
     "MCPToolset",
     "RegistryServer",
     "ServerOptions",
     "StdioServer",
+    "served_call_key",
 ]

@@ -1,4 +1,4 @@
-"""Step outcomes as JSON values: what a DBOS step checkpoints, and how it becomes an outcome again.
+"""Step outcomes as JSON values: what a durable step checkpoints, and how it becomes one again.
 
 Steps never raise: a failure is encoded as data (type name, message and the fields the core reads)
 and rebuilt as an equivalent exception on the way back, so the engine never serialises a Python
@@ -118,8 +118,9 @@ def _refused(message: str, refused: Json) -> SendRefused:
 def encode_outcome(outcome: Outcome) -> Json:
     """Turn an outcome into the JSON value a step checkpoints, with only encodable text.
 
-    A step's value is serialised by DBOS before the loop core sees it, so text UTF-8 cannot
-    encode (an unpaired surrogate from a tool or a model) is replaced here, where it enters.
+    A step's value is serialised by the engine (DBOS, Temporal) before the loop core sees it, so
+    text UTF-8 cannot encode (an unpaired surrogate from a tool or a model) is replaced here,
+    where it enters.
     """
     encoded: Json = clean_json(_encode_outcome(outcome))
     return encoded

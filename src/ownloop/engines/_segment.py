@@ -1,0 +1,110 @@
+"""A segment of a run on a durable engine: from its start, or from its last pause, to its end.
+
+Every engine runs a run as segments: the first starts the run; each later one resumes it after
+an approval, from the stored snapshot, the decisions submitted for it and its write journal. This
+module builds a segment's run state the same way on every engine (as recorded steps, so a replay
+rebuilds the very same state) and summarises how the segment ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ownloop.agent import Agent
+from ownloop.contracts import Actor, Approval, JournalEntry, RunResult, RunSnapshot
+from ownloop.engines._driver import EngineDriver, Json, nothing
+from ownloop.loop import run_loop
+from ownloop.store import RunStore
+from ownloop.store._rules import usable_decisions
+
+__all__ = ["load_resume", "run_segment", "summary"]
+
+
+def summary(run_id: str, result: RunResult | None) -> Json:
+    """Return how a segment ended: status, stop reason and the requests a pause waits for.
+
+    Args:
+        run_id: The run.
+        result: Its result (``None`` when the run is not stored).
+
+    Returns:
+        The summary, a JSON object.
+    """
+    if result is None:
+        return {"run_id": run_id, "status": None}
+    return {
+        "run_id": run_id,
+        "status": result.status.value,
+        "stop_reason": result.stop_reason.value,
+        "requests": [request.id for request in result.approval_requests],
+    }
+
+
+async def load_resume(store: RunStore, run_id: str) -> Json:
+    """Read what a resumed segment starts from: snapshot, version, new decisions, journal.
+
+    Of the decisions submitted for a request (by its id or its digest), the first stands;
+    decisions the snapshot already applied, or that decide nothing the run waits for, are not
+    offered again (a decision is consumed once; see ``ownloop.store._rules.usable_decisions``).
+
+    Args:
+        store: The run store.
+        run_id: The run.
+
+    Returns:
+        The JSON value the ``load`` step records (``{"snapshot": None}`` for an unknown run).
+    """
+    stored = await store.get(run_id)
+    if stored is None:
+        return {"snapshot": None}
+    snapshot = stored.snapshot
+    approvals = usable_decisions(snapshot, await store.submitted_approvals(run_id))
+    return {
+        "snapshot": snapshot.model_dump(mode="json"),
+        "version": stored.version,
+        "approvals": [approval.model_dump(mode="json") for approval in approvals],
+        "journal": [e.model_dump(mode="json") for e in await store.journal(run_id)],
+    }
+
+
+async def run_segment(
+    agent: Agent, driver: EngineDriver, store: RunStore, run_id: str, start: Json
+) -> Json:
+    """Run one segment of a run with ``driver``: a new run, or a resume after a pause.
+
+    Args:
+        agent: The run's agent.
+        driver: The engine's driver (its clock is the run's clock).
+        store: The run store.
+        run_id: The run.
+        start: ``{"kind": "start", "task": ..., "actor": ...}`` or ``{"kind": "resume"}``.
+
+    Returns:
+        The segment's `summary`.
+    """
+    clock = driver.clock
+    config = dataclasses.replace(agent.loop_config, clock=clock, durable=True)
+    if start.get("kind") == "start":
+        await driver.step("begin", nothing)
+        actor = start.get("actor")
+        state = agent.new_state(
+            str(start["task"]),
+            actor=None if actor is None else Actor.model_validate(actor),
+            run_id=run_id,
+            clock=clock,
+        )
+    else:
+        loaded: Json = await driver.step("load", lambda: load_resume(store, run_id))
+        if loaded["snapshot"] is None:
+            return summary(run_id, None)
+        snapshot = RunSnapshot.model_validate(loaded["snapshot"])
+        if snapshot.state == "finished":  # a late or duplicate segment: nothing to do
+            return summary(run_id, snapshot.result)
+        driver.version = int(loaded["version"])
+        state = agent.restored_state(
+            snapshot,
+            [Approval.model_validate(item) for item in loaded["approvals"]],
+            [JournalEntry.model_validate(item) for item in loaded["journal"]],
+            clock=clock,
+        )
+    return summary(run_id, await driver.drive(run_loop(config, state)))
