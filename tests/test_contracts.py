@@ -27,6 +27,7 @@ from ownloop.contracts import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputFormat,
     PendingOperation,
     Receipt,
     ResumeState,
@@ -151,6 +152,7 @@ USAGE = Usage(
     input_tokens=1_200,
     output_tokens=300,
     completion_rejections=1,
+    invalid_outputs=1,
     cost=0.25,
     compactions=1,
 )
@@ -175,6 +177,17 @@ ASSISTANT_MESSAGE = AssistantMessage(
 TOOL_MESSAGE = ToolMessage(
     role="tool", call_id="call_1", name="search_documents", content='{"hits": []}'
 )
+OUTPUT_FORMAT = OutputFormat(
+    name="Verdict",
+    json_schema={
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "additionalProperties": False,
+    },
+    mode="tool",
+    wrapped=True,
+)
 MODEL_REQUEST = ModelRequest(
     run_id="run-1",
     step=2,
@@ -182,6 +195,7 @@ MODEL_REQUEST = ModelRequest(
     messages=(SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE),
     tools=(TOOL_SPEC,),
     settings=SETTINGS,
+    output=OUTPUT_FORMAT,
 )
 MODEL_RESPONSE = ModelResponse(
     final_output="Evaluate on held-out tasks.",
@@ -196,7 +210,12 @@ MODEL_RESPONSE = ModelResponse(
     notes=("tools_ignored: no tool_choice sent",),
 )
 VERSIONS = Versions(
-    ownloop="0.1.0", python="3.11.7", sdk="1.99.0", model="gpt-test", policy_digest=DIGEST
+    ownloop="0.1.0",
+    python="3.11.7",
+    sdk="1.99.0",
+    model="gpt-test",
+    policy_digest=DIGEST,
+    output_type="Verdict:tool:0123456789abcdef",
 )
 EVENT_BASE = EventBase(run_id="run-1", seq=1, at=AT)
 
@@ -287,6 +306,7 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "reason": "cites doc-9, which no tool returned",
         "rejections": 1,
     },
+    {"kind": "output_invalid", "problem": "not JSON", "answer_chars": 12, "invalid_outputs": 1},
     {"kind": "output_truncated", "original_chars": 30_000, "chars": 20_000},
     {
         "kind": "budget_exhausted",
@@ -370,6 +390,7 @@ RUN_RESULT = RunResult(
     stop_reason=StopReason.MAX_TOOL_CALLS,
     detail="max_tool_calls: limit 6, observed 6",
     output="Partial answer.",
+    raw_output="Partial answer.",
     usage=USAGE,
     limits=LIMITS,
     messages=(SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE),
@@ -495,6 +516,7 @@ SAMPLES: list[BaseModel] = [
     USER_MESSAGE,
     ASSISTANT_MESSAGE,
     TOOL_MESSAGE,
+    OUTPUT_FORMAT,
     MODEL_REQUEST,
     MODEL_RESPONSE,
     VERSIONS,

@@ -4,6 +4,8 @@
   tool that can never run does not go unnoticed (it is not an error: a registry may be shared).
   Each tool and rule is reported once per process: an application that builds an agent per
   request does not repeat it on every request.
+- `check_deps` refuses a run or resume without the deps the agent declares (deps are live objects,
+  never stored, so a resume must give them again), or with deps of another type.
 - `configuration_changes` says what differs between the configuration a run was recorded with
   and the one resuming it; `check_configuration` refuses such a resume unless told to accept it.
 """
@@ -20,6 +22,7 @@ from ownloop.policy import Deny, Policy
 __all__ = [
     "NEVER_OFFERED",
     "check_configuration",
+    "check_deps",
     "configuration_changes",
     "logger",
     "warn_never_offered",
@@ -134,6 +137,9 @@ def configuration_changes(
         parts = [f"added {', '.join(added)}"] if added else []
         parts += [f"removed {', '.join(removed)}"] if removed else []
         changes.append("offered tools (" + "; ".join(parts) + ")")
+    if snapshot.versions.output_type != versions.output_type:
+        before, after = snapshot.versions.output_type or "str", versions.output_type or "str"
+        changes.append(f"output_type ({before} -> {after})")
     if not changes:
         changes.append("the policy, the validators or the registered tools")
     return changes
@@ -171,3 +177,28 @@ def check_configuration(
             f"accept_changes=True to continue under this one (recorded in the trace)."
         )
     return changes
+
+
+def check_deps(deps_type: object, deps: object, verb: str) -> None:
+    """Refuse missing deps, or deps of another type, when the agent declares ``deps_type``.
+
+    Args:
+        deps_type: The agent's ``deps_type`` (``None`` when it declares none).
+        deps: The deps given to the run or resume.
+        verb: ``run`` or ``resume``, named in the message.
+
+    Raises:
+        ConfigurationError: If deps are missing, or not an instance of a class ``deps_type``.
+    """
+    if deps_type is None:
+        return
+    name = getattr(deps_type, "__name__", repr(deps_type))
+    if deps is None:
+        raise ConfigurationError(
+            f"this agent declares deps_type={name}: pass {verb}(..., deps=...); deps are live "
+            "objects, never stored, so a resumed run needs them given again"
+        )
+    if isinstance(deps_type, type) and not isinstance(deps, deps_type):
+        raise ConfigurationError(
+            f"deps must be a {name} (the agent's deps_type), not {type(deps).__name__}"
+        )

@@ -95,7 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = handler(arguments)
         sys.stdout.flush()
     except OwnloopError as error:
-        print(f"ownloop: {error}", file=sys.stderr)
+        # An error may quote a value or a DSN. Imported here: `ownloop --version` and `--help`
+        # do not load the redaction rules.
+        output = import_module("ownloop.cli._output")
+        output.say(f"ownloop: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (``| head``) went away: stop quietly, as other command line tools do. Point

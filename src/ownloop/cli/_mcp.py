@@ -15,6 +15,7 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from ownloop.cli._output import redact_logs_to_stderr
 from ownloop.cli._runs import DATABASE_URL_VARIABLE, DEFAULT_DATABASE, named_store
 from ownloop.contracts import Actor
 from ownloop.exceptions import ConfigurationError
@@ -75,7 +76,9 @@ def serve(arguments: argparse.Namespace) -> int:
     Returns:
         0.
     """
-    build_server(arguments).run_stdio()
+    server = build_server(arguments)
+    redact_logs_to_stderr()  # standard output carries the protocol; logs go to stderr, redacted
+    server.run_stdio()
     return 0
 
 

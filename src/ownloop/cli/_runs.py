@@ -22,9 +22,9 @@ from typing import Any
 
 from ownloop.agent import Agent
 from ownloop.cli import _listing, _retain
+from ownloop.cli._output import CLI_REDACTOR, agent_redactor, say, say_json
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
-from ownloop.redaction import Bounds, Redactor
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.store._rules import standing_decision
 from ownloop.tracing import format_trace
@@ -209,7 +209,7 @@ def list_runs(arguments: argparse.Namespace) -> int:
     lines = _with_store(arguments, listing)
     if arguments.json:
         for line in lines:
-            print(line.model_dump_json())
+            say_json(line.model_dump(mode="json"), indent=None)
         return 0
     print(f"{'RUN_ID':<34} {'STATE':<9} {'STATUS':<11} {'STOP_REASON':<20} VERSION UPDATED")
     for line in lines:
@@ -277,7 +277,7 @@ class _Display:
 
     def __init__(self, *, raw: bool) -> None:
         self.raw = raw
-        self._redactor = Redactor().with_bounds(Bounds(max_depth=100))
+        self._redactor = CLI_REDACTOR
 
     def text(self, text: str) -> str:
         return text if self.raw else self._redactor.redact_text(text)
@@ -354,7 +354,7 @@ def approve(arguments: argparse.Namespace) -> int:
 
     _with_store(arguments, submit)
     verdict = "approved" if approval.approved else "denied"
-    print(
+    say(
         f"{verdict} request {arguments.request_id} of run {arguments.run_id} as {approval.approver}"
     )
     print(f"continue it with: ownloop resume {arguments.run_id} --agent MODULE:FACTORY")
@@ -446,16 +446,17 @@ def resume(arguments: argparse.Namespace) -> int:
             await _close(agent.store)
 
     result = asyncio.run(proceed())
+    rules = agent_redactor(agent)
     if arguments.json:
-        print(result.model_dump_json(indent=2))
+        say_json(result.model_dump(mode="json"), rules)
     else:
-        print(f"status:      {result.status.value} ({result.stop_reason.value})")
-        print(f"detail:      {result.detail}")
-        print(f"answer:      {result.output}")
+        say(f"status:      {result.status.value} ({result.stop_reason.value})", rules)
+        say(f"detail:      {result.detail}", rules)
+        say(f"answer:      {result.output}", rules)
         for approval in result.approvals:
-            print(f"decided:     {_decision(approval)}")
+            say(f"decided:     {_decision(approval)}", rules)
         for request in result.approval_requests:
-            print(f"waiting:     request {request.id}: {request.tool} ({request.reason})")
+            say(f"waiting:     request {request.id}: {request.tool} ({request.reason})", rules)
     return 0 if result.status is RunStatus.COMPLETED else 1
 
 

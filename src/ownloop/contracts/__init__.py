@@ -26,6 +26,7 @@ from ownloop.contracts.events import (
     ModelRequested,
     ModelResponded,
     ObservationAdded,
+    OutputInvalid,
     OutputTruncated,
     RetryScheduled,
     RevisionAudited,
@@ -48,7 +49,14 @@ from ownloop.contracts.messages import (
     ToolMessage,
     UserMessage,
 )
-from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, TokenUsage
+from ownloop.contracts.model import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OutputFormat,
+    OutputMode,
+    TokenUsage,
+)
 from ownloop.contracts.operations import RunStats
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
@@ -95,6 +103,9 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ObservationAdded",
+    "OutputFormat",
+    "OutputInvalid",
+    "OutputMode",
     "OutputTruncated",
     "PendingOperation",
     "Receipt",

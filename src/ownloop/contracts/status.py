@@ -43,6 +43,7 @@ class StopReason(StrEnum):
     APPROVAL_REQUIRED = "approval_required"
     APPROVAL_DENIED = "approval_denied"
     COMPLETION_REJECTED = "completion_rejected"
+    INVALID_OUTPUT = "invalid_output"
     UNRESOLVED_EFFECT = "unresolved_effect"
     RECEIPT_INVALID = "receipt_invalid"
     MODEL_ERROR = "model_error"
@@ -58,6 +59,8 @@ class Versions(Record):
         sdk: The provider SDK's version (``openai``), if installed.
         model: The model name the adapter targets, if known.
         policy_digest: A digest of the run's limits and policy configuration.
+        output_type: The typed answer the run produces (its name and schema digest, with the
+            mode), or ``None`` for text.
     """
 
     ownloop: str = Field(max_length=64)
@@ -65,3 +68,4 @@ class Versions(Record):
     sdk: str | None = Field(default=None, max_length=64)
     model: str | None = Field(default=None, max_length=256)
     policy_digest: str | None = Field(default=None, max_length=128)
+    output_type: str | None = Field(default=None, max_length=128)

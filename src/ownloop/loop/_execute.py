@@ -98,6 +98,7 @@ def tool_context(
             idempotency_key(state.run_id, key, validated.digest) if spec.effect == "write" else None
         ),
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
+        deps=state.deps,
         revision=revision,
     )
 

@@ -30,6 +30,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
 from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
@@ -109,10 +110,15 @@ class PostgresRunStore(PostgresOperations):
             ) from error
         if not _SCHEMA_NAME.match(schema):
             raise ConfigurationError(f"schema must be a lowercase SQL identifier, not {schema!r}")
+        dsn = normalize_dsn(dsn)
         try:
             where = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as error:
-            raise ConfigurationError(f"cannot parse the PostgreSQL DSN: {error}") from error
+        except psycopg.Error:
+            # libpq's message quotes the DSN's text, a password included: none of it is shown
+            raise ConfigurationError(
+                "cannot parse the PostgreSQL DSN: give a libpq key=value string or a "
+                "postgresql:// URL (the DSN is not shown)"
+            ) from None
         self.schema = schema
         self._dsn = dsn
         self._timeout = max(1, round(connect_timeout_s))

@@ -263,9 +263,11 @@ def _waiting(
             digest=request.digest,
             revision=request.revision,
             reason=redactor.redact_text(request.reason),
-            actor=request.actor.id if request.actor else None,
+            actor=redactor.redact_text(request.actor.id) if request.actor else None,
             requested_at=request.requested_at,
-            decision=decided.get(request.id),
+            decision=_redacted_approval(decided[request.id], redactor)
+            if request.id in decided
+            else None,
         )
         for request in snapshot.approval_requests
     ]
@@ -277,6 +279,9 @@ def _redacted_receipt(receipt: Receipt, redactor: Redactor) -> Receipt:
 
 
 def _redacted_approval(approval: Approval, redactor: Redactor) -> Approval:
-    if approval.reason is None:
+    """A decision as a page shows it, applied or only submitted: reason and approver redacted."""
+    reason = redactor.redact_text(approval.reason) if approval.reason is not None else None
+    approver = redactor.redact_text(approval.approver)
+    if reason == approval.reason and approver == approval.approver:
         return approval
-    return approval.model_copy(update={"reason": redactor.redact_text(approval.reason)})
+    return approval.model_copy(update={"reason": reason, "approver": approver})
