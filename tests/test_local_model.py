@@ -107,7 +107,7 @@ def environment(server: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> Non
 def _registry(calls: list[str]) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def get_secret_number(name: str) -> int:
         """Return the secret number stored under a name.
 

@@ -199,7 +199,7 @@ def test_a_refresh_that_would_collide_keeps_the_tools_as_they_were(ledger: Path)
     """A listing that now collides with another tool is refused; the rest keep working."""
     tools = MCPToolset(fixture_server(ledger))
 
-    @tools.tool(name="extra")
+    @tools.tool(effect="read", name="extra")
     def python_extra() -> str:
         """A Python tool that owns the name first."""
         return "python"

@@ -139,7 +139,7 @@ def test_deeply_nested_arguments_are_rejected_not_raised() -> None:
 def _served(tmp_path: Path) -> RegistryServer:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def broken() -> str:
         """Always fails."""
         raise ValueError("no luck")

@@ -406,7 +406,7 @@ def test_the_deadline_warns_as_the_clock_runs_down() -> None:
     clock = FakeClock()
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def slow(topic: str) -> str:
         """Take a while.
 

@@ -1,6 +1,6 @@
 """Checks the `Agent` facade makes on its configuration: tools never offered, resumes that changed.
 
-- `warn_never_offered` logs one warning per registered tool the policy denies to every actor, so a
+- `warn_never_offered` logs one warning per rule that denies registered tools to every actor, so a
   tool that can never run does not go unnoticed (it is not an error: a registry may be shared).
   Each tool and rule is reported once per process: an application that builds an agent per
   request does not repeat it on every request.
@@ -20,6 +20,7 @@ from ownloop.exceptions import ConfigurationError
 from ownloop.policy import Deny, Policy
 
 __all__ = [
+    "NEVER_OFFERED",
     "check_configuration",
     "check_deps",
     "configuration_changes",
@@ -29,6 +30,9 @@ __all__ = [
 
 logger = logging.getLogger("ownloop")
 """The logger the agent's configuration warnings go to."""
+
+NEVER_OFFERED = "ownloop_never_offered"
+"""The log record attribute holding the names a never-offered warning is about, for filters."""
 
 _warned: set[tuple[str, str]] = set()
 """The (tool, rule) pairs already reported in this process."""
@@ -47,13 +51,18 @@ def _probe_actors() -> tuple[Actor | None, Actor]:
 
 
 def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
-    """Log one warning for each tool the policy denies to an anonymous run and to any role.
+    """Log one warning per rule that denies tools to an anonymous run and to any role.
+
+    The tools a rule never offers are named together in one line, with the rule's reason (for
+    the first of them), so a registry of many tools, such as an MCP server's, costs one line;
+    a write tool's line adds that a tool that only reads declares ``effect="read"``.
 
     Args:
         policy: The agent's policy.
         specs: The registered tools.
     """
     probes = _probe_actors()
+    denied: dict[str, list[tuple[ToolSpec, Deny]]] = {}
     for spec in specs:
         try:
             decisions = [policy.decide(actor, spec, None) for actor in probes]
@@ -67,11 +76,34 @@ def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
         if (spec.name, rule) in _warned:
             continue
         _warned.add((spec.name, rule))
+        denied.setdefault(rule, []).append((spec, denial))
+    for rule, tools in denied.items():
+        first, denial = tools[0]
+        extra = {NEVER_OFFERED: tuple(spec.name for spec, _ in tools)}
+        hint = (
+            '; if it only reads, declare @registry.tool(effect="read")'
+            if any(spec.effect == "write" for spec, _ in tools)
+            else ""
+        )
+        if len(tools) == 1:
+            logger.warning(
+                "tool %r is registered but the policy never offers it (rule %s: %s)%s",
+                first.name,
+                rule,
+                denial.reason,
+                hint,
+                extra=extra,
+            )
+            continue
         logger.warning(
-            "tool %r is registered but the policy never offers it (rule %s: %s)",
-            spec.name,
+            "%d tools are registered but the policy never offers them (rule %s): %s; for %r: %s%s",
+            len(tools),
             rule,
+            ", ".join(repr(spec.name) for spec, _ in tools),
+            first.name,
             denial.reason,
+            hint,
+            extra=extra,
         )
 
 

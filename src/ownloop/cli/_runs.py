@@ -1,10 +1,11 @@
 """``ownloop runs``, ``ownloop approve`` and ``ownloop resume``: inspect and continue stored runs.
 
 ``runs list``, ``runs show`` and ``approve`` read the store named by ``--db PATH`` (a SQLite file,
-``./ownloop.db`` by default) or ``--dsn`` / ``OWNLOOP_DATABASE_URL`` (PostgreSQL). ``approve`` only
-submits a decision to the store; ``resume`` continues the run with the agent a factory returns
-(``--agent MODULE:FACTORY``, configured with the same tools, policy and store), which applies the
-submitted decisions.
+``./ownloop.db`` by default) or ``--dsn`` (PostgreSQL), else ``OWNLOOP_DATABASE_URL`` (a PostgreSQL
+URL or DSN, or a SQLite path). ``approve`` only submits a decision to the store; ``resume``
+continues the run with the agent a factory returns (``--agent MODULE:FACTORY``, configured with the
+same tools, policy and store; ``--db`` or ``--dsn`` resume from another store than the agent's own),
+which applies the submitted decisions.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ownloop.tracing import format_trace
 __all__ = [
     "approve",
     "list_runs",
+    "named_store",
     "open_store",
     "register",
     "resume",
@@ -116,6 +118,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         action="store_true",
         help="take the run even though another worker's lease has not expired (it is dead)",
     )
+    proceed.add_argument(
+        "--db", metavar="PATH", help="resume from this SQLite store instead of the agent's own"
+    )
+    proceed.add_argument(
+        "--dsn", help="resume from this PostgreSQL store instead of the agent's own"
+    )
     proceed.set_defaults(handler=resume)
 
 
@@ -135,10 +143,9 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     Raises:
         ConfigurationError: If no SQLite store exists at the path.
     """
-    dsn = arguments.dsn or (os.environ.get(DATABASE_URL_VARIABLE) if arguments.db is None else None)
+    dsn, path = named_store(arguments)
     if dsn:
         return PostgresRunStore(dsn)
-    path = Path(arguments.db or DEFAULT_DATABASE)
     if not path.is_file():
         raise ConfigurationError(
             f"no run store at {path}: pass --db PATH or --dsn DSN (or set {DATABASE_URL_VARIABLE})"
@@ -146,11 +153,30 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     return SqliteRunStore(path)
 
 
+def named_store(arguments: argparse.Namespace) -> tuple[str | None, Path]:
+    """The PostgreSQL DSN the command line names, or else the SQLite path it names.
+
+    ``OWNLOOP_DATABASE_URL`` (read when neither ``--db`` nor ``--dsn`` is given) names
+    PostgreSQL with a ``postgres://`` or ``postgresql://`` URL or a ``key=value`` DSN; a
+    ``sqlite:///`` URL or any other value is a SQLite file's path (``email.db``).
+    """
+    if arguments.dsn:
+        return arguments.dsn, Path(DEFAULT_DATABASE)
+    if arguments.db is not None:
+        return None, Path(arguments.db)
+    value = os.environ.get(DATABASE_URL_VARIABLE, "").strip()
+    if not value:
+        return None, Path(DEFAULT_DATABASE)
+    if value.startswith(("postgres://", "postgresql://")) or "=" in value:
+        return value, Path(DEFAULT_DATABASE)
+    return None, Path(value.removeprefix("sqlite:///") if value.startswith("sqlite:///") else value)
+
+
 def _missing_sqlite_store(arguments: argparse.Namespace) -> Path | None:
     """The SQLite path the command line names, when it names SQLite and the file is absent."""
-    if arguments.dsn or (arguments.db is None and os.environ.get(DATABASE_URL_VARIABLE)):
+    dsn, path = named_store(arguments)
+    if dsn:
         return None
-    path = Path(arguments.db or DEFAULT_DATABASE)
     return None if path.is_file() else path
 
 
@@ -400,21 +426,24 @@ def resume(arguments: argparse.Namespace) -> int:
         0 when the run completed, 1 otherwise (paused again, unresolved, failed, stopped).
 
     Raises:
-        ConfigurationError: If the factory cannot be loaded or returns no agent with a store.
+        ConfigurationError: If the factory cannot be loaded or returns no agent with a store, or
+            ``--db`` names no existing store.
     """
     agent = _load_agent(arguments.agent)
 
     async def proceed() -> RunResult:
         try:
+            if arguments.db is not None or arguments.dsn:
+                chosen = open_store(arguments)  # the same tools and policy, another store
+                await _close(agent.store)
+                agent.store = chosen
             return await agent.resume(
                 arguments.run_id,
                 accept_changes=arguments.accept_changes,
                 take_over=arguments.take_over,
             )
         finally:
-            close = getattr(agent.store, "close", None)
-            if callable(close):
-                await close()
+            await _close(agent.store)
 
     result = asyncio.run(proceed())
     rules = agent_redactor(agent)
@@ -429,6 +458,12 @@ def resume(arguments: argparse.Namespace) -> int:
         for request in result.approval_requests:
             say(f"waiting:     request {request.id}: {request.tool} ({request.reason})", rules)
     return 0 if result.status is RunStatus.COMPLETED else 1
+
+
+async def _close(store: object) -> None:
+    close = getattr(store, "close", None)
+    if callable(close):
+        await close()
 
 
 def _load_agent(spec: str) -> Agent:

@@ -100,3 +100,26 @@ class RunResult(Record, Generic[OutputT]):
     approvals: tuple[Approval, ...] = ()
     versions: Versions
     resume: ResumeState | None = None
+
+    def summary(self) -> str:
+        """Say how the run ended, why, and what it produced, in a few readable lines.
+
+        The first line names the status and the stop reason, then the detail (the limit or
+        error involved); a paused run lists the approvals it waits for; the output follows
+        when there is one. ``print(result)`` prints the same text.
+
+        Returns:
+            The summary, for example ``failed (model_error): the endpoint answered 404 ...``.
+        """
+        head = f"{self.status.value} ({self.stop_reason.value})"
+        lines = [f"{head}: {self.detail}" if self.detail else head]
+        lines += [
+            f"waiting for approval {request.id}: {request.tool} {request.arguments}"
+            for request in self.approval_requests
+        ]
+        if self.output is not None:
+            lines.append(f"output: {self.output}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
