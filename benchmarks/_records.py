@@ -29,7 +29,7 @@ def records_registry(
     registry = ToolRegistry()
     records: dict[str, int] = {}
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(key: str) -> dict[str, Any]:
         """Read a record.
 

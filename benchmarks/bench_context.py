@@ -51,7 +51,7 @@ def build_registry() -> ToolRegistry:
     """Return the one tool: read a page of the report."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_page(page: int) -> dict[str, Any]:
         """Read one page of the report.
 

@@ -55,7 +55,7 @@ def make_agent(latency_s: float, store: PostgresRunStore | None = None) -> Agent
 
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_orders(query: str) -> list[dict[str, str]]:
         """Find orders.
 

@@ -41,7 +41,7 @@ def build_registry(latency_s: float) -> ToolRegistry:
     """Two read tools that wait ``latency_s`` like an I/O call: one async, one sync."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def fetch_async(key: str) -> dict[str, str]:
         """Fetch a record over an async client.
 
@@ -51,7 +51,7 @@ def build_registry(latency_s: float) -> ToolRegistry:
         await asyncio.sleep(latency_s)
         return {"id": key}
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fetch_sync(key: str) -> dict[str, str]:
         """Fetch a record over a blocking client.
 

@@ -41,6 +41,10 @@ def main() -> None:
             name="git",
             command=sys.executable,
             args=("-m", "mcp_server_git", "--repository", directory),
+            # Take only the tools this agent uses: the server's other writes (reset, checkout,
+            # branch...) would be registered, never offered, and named in a warning.
+            tools=("git_status", "git_add", "git_commit"),
+            trust_annotations=True,  # a reference server we chose: its read-only hints count
         )
         model = ScriptedModel(
             [

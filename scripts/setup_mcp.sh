@@ -18,7 +18,8 @@ setup_mcp() {
     if [[ -x $root/.venv/bin/python ]]; then
         python=$root/.venv/bin/python
     fi
-    if ! "$python" -c 'import mcp, mcp_server_time, mcp_server_git' 2>/dev/null; then
+    # find_spec: looked up, not imported (importing the SDK takes seconds on a busy machine).
+    if ! "$python" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("mcp", "mcp_server_time", "mcp_server_git")))' 2>/dev/null; then
         "$python" -m pip install -q "mcp==2.3.0" "mcp-server-time==2026.10.19" \
             "mcp-server-git==2026.10.19" || return 1
     fi

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import time
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -58,6 +59,25 @@ def _block_network() -> Iterator[None]:
         patch.setattr(socket.socket, "connect", connect)
         patch.setattr(socket.socket, "connect_ex", connect_ex)
         yield
+
+
+_COLLECTION: dict[str, float] = {}
+
+
+def pytest_collectstart(collector: Any) -> None:
+    """Say how collection progresses: importing the test modules takes a while on a busy machine."""
+    if not isinstance(collector, pytest.Module):
+        return
+    reporter = collector.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    now = time.monotonic()
+    started = _COLLECTION.setdefault("started", now)
+    count = _COLLECTION["modules"] = _COLLECTION.get("modules", 0) + 1
+    if count % 20 == 1:
+        reporter.write_line(
+            f"collecting: module {count}, {collector.path.name} ({now - started:.0f}s)"
+        )
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

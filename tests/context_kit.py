@@ -30,7 +30,7 @@ def page_registry(chars: int = 2_000) -> ToolRegistry:
     """Return a registry whose ``read_page`` returns ``chars`` characters of page text."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_page(page: int) -> dict[str, Any]:
         """Read one page.
 

@@ -102,7 +102,7 @@ def build_registry(spec: Spec) -> ToolRegistry:
     """Return the tools: a read, a journaled write and a write needing approval."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_orders(query: str, ctx: ToolContext) -> list[dict[str, str]]:
         """Find orders.
 
@@ -378,7 +378,7 @@ def readers_agent(spec: Spec) -> Agent:
 
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def read_order(order_id: str) -> dict[str, str]:
         """Read an order.
 

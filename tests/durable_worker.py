@@ -163,7 +163,7 @@ def build_registry(job: Job) -> ToolRegistry:
     """Return the worker's tools: a read, a journaled write and a write needing approval."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_orders(query: str) -> list[dict[str, str]]:
         """Find orders.
 

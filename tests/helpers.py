@@ -19,7 +19,7 @@ def research_registry(calls: Counter[str] | None = None) -> ToolRegistry:
     counter = calls if calls is not None else Counter()
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_documents(query: str, max_results: int = 3) -> list[dict[str, str]]:
         """Search the documents.
 
@@ -33,7 +33,7 @@ def research_registry(calls: Counter[str] | None = None) -> ToolRegistry:
         ]
         return hits[:max_results]
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_document(document_id: str) -> dict[str, str]:
         """Read one document.
 

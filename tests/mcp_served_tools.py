@@ -12,7 +12,7 @@ LEDGER_VARIABLE = "OWNLOOP_TEST_MCP_LEDGER"
 registry = ToolRegistry()
 
 
-@registry.tool
+@registry.tool(effect="read")
 def balance(account: str) -> dict[str, object]:
     """Read an account's balance.
 

@@ -14,7 +14,8 @@ NPM_CACHE = ROOT / ".cache" / "mcp-npm"
 
 
 def time_server(**options: object) -> StdioServer:
-    """The unmodified ``mcp-server-time`` from PyPI, run with this interpreter."""
+    """The unmodified ``mcp-server-time`` from PyPI, run here (its hints trusted)."""
+    options.setdefault("trust_annotations", True)
     return StdioServer(
         name=str(options.pop("name", "time")),
         command=sys.executable,
@@ -24,7 +25,8 @@ def time_server(**options: object) -> StdioServer:
 
 
 def git_server(repo: Path, **options: object) -> StdioServer:
-    """The unmodified ``mcp-server-git`` from PyPI, confined to ``repo``."""
+    """The unmodified ``mcp-server-git`` from PyPI, confined to ``repo`` (its hints trusted)."""
+    options.setdefault("trust_annotations", True)
     return StdioServer(
         name="git",
         command=sys.executable,
@@ -34,7 +36,8 @@ def git_server(repo: Path, **options: object) -> StdioServer:
 
 
 def fixture_server(ledger: Path, **options: object) -> StdioServer:
-    """The test's own fixture server (for timeouts, crashes, list changes, keys)."""
+    """The test's own fixture server (for timeouts, crashes, list changes, keys; hints trusted)."""
+    options.setdefault("trust_annotations", True)
     return StdioServer(
         name=str(options.pop("name", "fixture")),
         command=sys.executable,

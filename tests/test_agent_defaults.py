@@ -29,7 +29,7 @@ from ownloop.testing import ScriptedModel, final, tool_call
 def _registry(executed: Counter[str]) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(order_id: str) -> str:
         """Read an order.
 
@@ -170,7 +170,8 @@ def test_a_tool_the_policy_never_offers_is_named_in_one_warning(
     assert _warnings(caplog) == [
         "tool 'cancel' is registered but the policy never offers it (rule default_policy(): "
         "write tool 'cancel' is not explicitly allowed; declare it requires_approval=True to run "
-        "it once a person approves, or allow it with allow_writes('cancel'))"
+        "it once a person approves, or allow it with allow_writes('cancel')); "
+        'if it only reads, declare @registry.tool(effect="read")'
     ]
 
 
@@ -230,7 +231,7 @@ def test_resume_with_other_tools_names_the_tools_added_and_removed() -> None:
     _, paused = _paused()
     registry = _registry(Counter())
 
-    @registry.tool
+    @registry.tool(effect="read")
     def extra() -> str:
         """One tool more."""
         return "x"

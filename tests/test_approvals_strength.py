@@ -50,7 +50,7 @@ def _registry(executed: Counter[str], *, requires_approval: bool = True) -> Tool
         executed[f"{order_id}:{amount}"] += 1
         return {"refunded": order_id}
 
-    @registry.tool
+    @registry.tool(effect="read")
     def check(order_id: str) -> dict[str, bool]:
         """Check an order.
 

@@ -71,7 +71,7 @@ def _registry(behaviour: Any) -> ToolRegistry:
             raise value
         return value
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(topic: str) -> Any:
         """Look something up.
 

@@ -72,7 +72,7 @@ def test_a_model_argument_naming_another_tenant_is_denied_in_a_run() -> None:
     registry = ToolRegistry()
     read: list[str] = []
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_invoice(invoice: Invoice) -> str:
         """Read an invoice.
 

@@ -68,7 +68,7 @@ def test_a_dsn_in_a_tool_output_never_reaches_the_trace_or_jsonl(tmp_path: Path)
     """The trace on the result and the JSONL file hold no part of the password."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def config() -> str:
         """Read the configuration."""
         return "db=mysql://root:p@ssW0rd!@db/x"
@@ -85,7 +85,7 @@ def _stored_run(database: Path) -> str:
     """Store a finished run whose task, arguments and answer carry an API key."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def call_api(token: str) -> str:
         """Call an API.
 

@@ -41,7 +41,7 @@ def _registry(value: Any = None, error: BaseException | None = None) -> ToolRegi
     """A registry whose read tool ``look`` and write tool ``save`` return ``value`` or raise."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(topic: str) -> Any:
         """Look something up.
 

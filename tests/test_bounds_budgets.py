@@ -96,7 +96,7 @@ def test_replayed_provider_items_count_in_the_next_request_estimate(item: Any) -
     """Reasoning, encrypted content and ReAct text sent back are estimated before sending."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look() -> str:
         """Look."""
         return "seen"
@@ -114,7 +114,7 @@ def test_compaction_never_enlarges_a_request_whatever_the_evidence_ids() -> None
     registry = ToolRegistry()
     served = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fetch(n: int) -> list[dict[str, str]]:
         """Fetch records (more than an observation shows).
 
@@ -145,7 +145,7 @@ def test_crossing_max_cost_runs_none_of_the_crossing_responses_calls() -> None:
     registry = ToolRegistry()
     ran = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def act(n: int) -> str:
         """Act.
 

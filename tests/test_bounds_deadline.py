@@ -41,7 +41,7 @@ def test_an_async_tool_that_never_returns_is_cancelled_at_the_deadline() -> None
     registry = ToolRegistry()
     cancelled = threading.Event()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def hang() -> str:
         """Never answer."""
         try:
@@ -64,7 +64,7 @@ def test_a_slow_sync_tool_is_abandoned_and_run_sync_does_not_wait_for_it(
     """A sync handler sleeping past the deadline (or its own timeout) is abandoned at once."""
     registry = ToolRegistry()
 
-    @registry.tool(timeout_s=timeout_s)
+    @registry.tool(effect="read", timeout_s=timeout_s)
     def crawl() -> str:
         """Take far too long."""
         release.wait(8)
@@ -164,7 +164,7 @@ def test_a_slow_revision_source_stops_the_run_at_its_deadline(release: threading
     """A revision callable that never answers ends the run as a deadline stop, in time."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look() -> str:
         """Look."""
         return "seen"

@@ -86,7 +86,7 @@ def test_a_compaction_that_would_not_shrink_the_request_is_skipped() -> None:
     """When the placeholder outweighs the turn it replaces, the conversation is kept."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def peek(size: int) -> str:
         """Return text of a size.
 

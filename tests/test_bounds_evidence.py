@@ -25,7 +25,7 @@ def documents(*items: dict[str, Any]) -> ToolRegistry:
     """A registry whose ``search`` returns ``items``."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search(query: str) -> list[dict[str, Any]]:
         """Search.
 

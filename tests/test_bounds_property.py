@@ -39,7 +39,7 @@ def registry_for(rng: random.Random, release: threading.Event, ran: list[str]) -
     """Tools that answer, crawl, hang, fail transiently or write, counting what really ran."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fast(n: int) -> dict[str, str]:
         """Answer at once.
 
@@ -49,7 +49,7 @@ def registry_for(rng: random.Random, release: threading.Event, ran: list[str]) -
         ran.append("fast")
         return {"id": f"F-{n}"}
 
-    @registry.tool
+    @registry.tool(effect="read")
     def slow(n: int) -> str:
         """Crawl (a sync handler the deadline abandons).
 
@@ -60,7 +60,7 @@ def registry_for(rng: random.Random, release: threading.Event, ran: list[str]) -
         release.wait(rng.uniform(0.05, 3.0))
         return "late"
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def hang(n: int) -> str:
         """Never answer (an async handler the deadline cancels).
 
@@ -71,7 +71,7 @@ def registry_for(rng: random.Random, release: threading.Event, ran: list[str]) -
         await asyncio.Event().wait()
         return "never"  # pragma: no cover - the wait never ends
 
-    @registry.tool
+    @registry.tool(effect="read")
     def flaky(n: int) -> str:
         """Fail transiently with an odd retry hint.
 

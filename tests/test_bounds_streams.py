@@ -206,7 +206,7 @@ def test_a_nan_or_unusable_tool_retry_after_is_treated_as_absent(hint: Any) -> N
     registry = ToolRegistry()
     attempts: list[int] = []
 
-    @registry.tool
+    @registry.tool(effect="read")
     def flaky() -> str:
         """Fail once, then answer."""
         attempts.append(1)

@@ -220,7 +220,9 @@ def test_removing_only_an_old_placeholder_is_not_a_compaction() -> None:
 def test_observations_are_bounded_per_tool_with_a_marker_and_the_full_size_traced() -> None:
     """A tool's max_output_chars cuts its observation with a marker; the trace has the full size."""
     registry = page_registry()
-    registry.add(lambda: "z" * 5_000, name="dump", description="Dump.", max_output_chars=500)
+    registry.add(
+        lambda: "z" * 5_000, effect="read", name="dump", description="Dump.", max_output_chars=500
+    )
     model = ScriptedModel([tool_call("dump"), final("done")])
     result = Agent(model, registry).run_sync(TASK)
     observation = next(m for m in result.messages if isinstance(m, ToolMessage))

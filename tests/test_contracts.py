@@ -28,11 +28,13 @@ from ownloop.contracts import (
     ModelRequest,
     ModelResponse,
     ModelSettings,
+    OutputFormat,
     PendingOperation,
     Receipt,
     ResumeState,
     RunResult,
     RunSnapshot,
+    RunStats,
     RunStatus,
     RunSummary,
     StopReason,
@@ -152,6 +154,7 @@ USAGE = Usage(
     input_tokens=1_200,
     output_tokens=300,
     completion_rejections=1,
+    invalid_outputs=1,
     cost=0.25,
     compactions=1,
 )
@@ -176,6 +179,17 @@ ASSISTANT_MESSAGE = AssistantMessage(
 TOOL_MESSAGE = ToolMessage(
     role="tool", call_id="call_1", name="search_documents", content='{"hits": []}'
 )
+OUTPUT_FORMAT = OutputFormat(
+    name="Verdict",
+    json_schema={
+        "type": "object",
+        "properties": {"result": {"type": "integer"}},
+        "required": ["result"],
+        "additionalProperties": False,
+    },
+    mode="tool",
+    wrapped=True,
+)
 MODEL_REQUEST = ModelRequest(
     run_id="run-1",
     step=2,
@@ -183,6 +197,7 @@ MODEL_REQUEST = ModelRequest(
     messages=(SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE),
     tools=(TOOL_SPEC,),
     settings=SETTINGS,
+    output=OUTPUT_FORMAT,
 )
 MODEL_RESPONSE = ModelResponse(
     final_output="Evaluate on held-out tasks.",
@@ -204,6 +219,7 @@ VERSIONS = Versions(
     model="gpt-test",
     policy_digest=DIGEST,
     tools=(TOOL_VERSION,),
+    output_type="Verdict:tool:0123456789abcdef",
 )
 EVENT_BASE = EventBase(run_id="run-1", seq=1, at=AT)
 
@@ -294,6 +310,7 @@ EVENT_PAYLOADS: list[dict[str, Any]] = [
         "reason": "cites doc-9, which no tool returned",
         "rejections": 1,
     },
+    {"kind": "output_invalid", "problem": "not JSON", "answer_chars": 12, "invalid_outputs": 1},
     {"kind": "output_truncated", "original_chars": 30_000, "chars": 20_000},
     {
         "kind": "budget_exhausted",
@@ -377,6 +394,7 @@ RUN_RESULT = RunResult(
     stop_reason=StopReason.MAX_TOOL_CALLS,
     detail="max_tool_calls: limit 6, observed 6",
     output="Partial answer.",
+    raw_output="Partial answer.",
     usage=USAGE,
     limits=LIMITS,
     messages=(SYSTEM_MESSAGE, USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_MESSAGE),
@@ -447,6 +465,17 @@ RUN_SUMMARY = RunSummary(
     stop_reason="approval_required",
     version=3,
     updated_at=AT,
+    actor="alice",
+    agent="policy-digest",
+)
+RUN_STATS = RunStats(
+    runs={"paused": 1, "finished": 2},
+    statuses={"paused": 1, "completed": 2},
+    stop_reasons={"approval_required": 1, "final_output": 2},
+    oldest_paused_at=AT,
+    unknown_effects=1,
+    leased=1,
+    usage={"steps": 4.0, "cost": 0.25},
 )
 RUN_SNAPSHOT = RunSnapshot(
     schema_version=2,
@@ -505,6 +534,7 @@ SAMPLES: list[BaseModel] = [
     USER_MESSAGE,
     ASSISTANT_MESSAGE,
     TOOL_MESSAGE,
+    OUTPUT_FORMAT,
     MODEL_REQUEST,
     MODEL_RESPONSE,
     TOOL_VERSION,
@@ -518,6 +548,7 @@ SAMPLES: list[BaseModel] = [
     JOURNAL_ENTRY,
     LEASE,
     RUN_SUMMARY,
+    RUN_STATS,
     RUN_SNAPSHOT,
     TEXT_DELTA,
     BUDGET_WARNING,

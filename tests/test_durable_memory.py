@@ -48,7 +48,7 @@ def _world(
 ) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(key: str) -> dict[str, str]:
         """Look a key up.
 

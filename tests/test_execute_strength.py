@@ -38,7 +38,7 @@ def _flaky(clock: FakeClock, failures: int, *, retry_after: float | None, work_s
     registry = ToolRegistry()
     attempts = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def flaky(value: int) -> dict[str, int]:
         """Fail a number of times, then succeed.
 
@@ -60,7 +60,9 @@ def test_no_tool_attempt_starts_after_the_deadline() -> None:
     registry = ToolRegistry()
     ran = Counter[str]()
 
-    @registry.tool(parallel=False)  # one at a time: b's turn comes after a's eleven seconds
+    @registry.tool(
+        effect="read", parallel=False
+    )  # one at a time: b's turn comes after a's eleven seconds
     def slow(key: str) -> str:
         """Take eleven seconds.
 
@@ -175,7 +177,7 @@ def test_a_handler_returning_a_transient_receipt_is_retried() -> None:
     registry = ToolRegistry()
     attempts = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def poll(ctx: ToolContext) -> Receipt | dict[str, bool]:
         """Report not-ready once, then ready.
 
@@ -200,7 +202,7 @@ def test_a_handler_receipt_without_a_revision_gets_the_current_one() -> None:
     """With revisions tracked, a handler's own receipt without one is stamped with the current."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def check(ctx: ToolContext) -> Receipt:
         """Return a receipt of its own.
 
@@ -224,7 +226,7 @@ def test_a_handler_receipt_with_the_current_revision_is_kept_as_returned() -> No
     registry = ToolRegistry()
     mine = Receipt(call_id="c1", tool="check", revision="rev-9", message="mine")
 
-    @registry.tool
+    @registry.tool(effect="read")
     def check() -> Receipt:
         """Return a receipt of its own."""
         return mine
@@ -238,7 +240,7 @@ def test_a_plain_return_value_becomes_an_ok_receipt_with_data() -> None:
     """A read handler's value is an ok receipt with effect none and the value as data."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(key: str) -> dict[str, object]:
         """Look up.
 
@@ -269,7 +271,7 @@ def test_read_tools_get_no_idempotency_key_and_writes_get_a_stable_one() -> None
     seen: dict[str, str | None] = {}
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(ctx: ToolContext) -> str:
         """Read.
 
@@ -319,7 +321,7 @@ def test_a_read_that_times_out_is_transient_and_other_errors_are_errors() -> Non
     registry = ToolRegistry()
     attempts = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fetch(key: str) -> str:
         """Time out once, then fail for good.
 
@@ -345,7 +347,7 @@ def test_the_handler_is_told_the_run_deadline() -> None:
     seen: list[ToolContext] = []
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(ctx: ToolContext) -> str:
         """Read.
 
@@ -374,7 +376,7 @@ def test_a_sensitive_value_quoted_in_an_error_stays_out_of_the_trace() -> None:
     """An error message quoting a Sensitive argument is redacted in the trace."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def login(user: str, password: Annotated[str, Sensitive()]) -> str:
         """Log in.
 
@@ -493,7 +495,7 @@ def test_the_handler_is_told_attempt_revision_and_the_exact_time_left(before_s: 
     registry = ToolRegistry()
     revision = ["r0"]
 
-    @registry.tool
+    @registry.tool(effect="read")
     def look(ctx: ToolContext) -> str:
         """Fail once, then read.
 

@@ -111,3 +111,10 @@ def test_exceptions_module_imports_nothing_from_ownloop() -> None:
             imported.append("." * node.level + (node.module or ""))
     assert imported  # the walk saw the module's imports
     assert [name for name in imported if name.startswith((".", "ownloop"))] == []
+
+
+def test_the_typed_run_names_are_exported() -> None:
+    """Typed answers and deps (DESIGN 9.3) are importable from ownloop and its contracts."""
+    assert {"Agent", "OutputMode", "RunContext", "RunResult", "ToolContext"} <= set(ownloop.__all__)
+    assert {"OutputFormat", "OutputInvalid", "OutputMode"} <= set(ownloop.contracts.__all__)
+    assert ownloop.StopReason.INVALID_OUTPUT.value == "invalid_output"

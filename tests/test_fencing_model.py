@@ -240,7 +240,7 @@ class FencingMachine(RuleBasedStateMachine):
 
         machine = _Current()
 
-        @registry.tool
+        @registry.tool(effect="read")
         def read(query: str) -> dict[str, str]:
             """Read something.
 

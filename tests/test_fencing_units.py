@@ -22,7 +22,7 @@ from ownloop.policy import allow_writes
 from ownloop.runtime import RunSession
 from ownloop.store import MemoryRunStore
 from ownloop.store._rules import holder_is_gone, this_host
-from ownloop.testing import ScriptedModel, final
+from ownloop.testing import FakeClock, ScriptedModel, final
 from ownloop.tools import ToolRegistry
 from tests.durable_worker import SCRIPTS, Job, build_registry, ledger_rows
 
@@ -84,8 +84,8 @@ def test_another_users_process_and_an_unreadable_one_are_not_gone(
 
 
 class _Flaky(MemoryRunStore):
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        super().__init__(clock=clock)
         self.failures = 1
 
     async def renew_lease(self, lease: Lease, ttl_s: float) -> Lease:
@@ -95,21 +95,34 @@ class _Flaky(MemoryRunStore):
         return await super().renew_lease(lease, ttl_s)
 
 
+async def _eventually(condition: Any, timeout_s: float = 30.0) -> bool:
+    """Wait (on the event loop) until ``condition()`` holds; False if it never does in time."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.005)
+    return True
+
+
 def test_the_heartbeat_renews_retries_and_notices_a_loss() -> None:
     """Beats push the expiry on, a failed beat is retried, a lost lease stops the beating."""
 
     async def scenario() -> tuple[bool, bool, bool]:
-        store = _Flaky()
+        clock = FakeClock()  # the store's time: the lease cannot expire while we wait for a CPU
+        store = _Flaky(clock)
         lease = await store.acquire_lease("run-1", "worker-a", 0.15)
+        clock.advance(0.1)
         session = RunSession(store, lease, None, ttl_s=0.15)
         async with session.heartbeat():
-            await asyncio.sleep(0.4)
-            renewed = session.lease is not None and session.lease.expires_at > lease.expires_at
+            renewed = await _eventually(
+                lambda: session.lease is not None and session.lease.expires_at > lease.expires_at
+            )
             await store.acquire_lease("run-1", "worker-b", 60, take_over=True)
-            await asyncio.sleep(0.15)
+            lost = await _eventually(lambda: session.lost)
         async with RunSession(store, None, None).heartbeat():
             pass
-        return renewed, session.lost, store.failures == 0
+        return renewed, lost, store.failures == 0
 
     assert asyncio.run(scenario()) == (True, True, True)
 

@@ -22,7 +22,7 @@ ALICE = Actor(id="alice", tenant="acme", roles=("support",))
 def _shop(executed: Counter[str]) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def find_orders(tenant_id: str) -> list[dict[str, Any]]:
         """Find a tenant's orders.
 
@@ -32,7 +32,7 @@ def _shop(executed: Counter[str]) -> ToolRegistry:
         executed["find_orders"] += 1
         return [{"id": f"{tenant_id}-1"}]
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_note() -> str:
         """Read a note that claims authority it does not have."""
         executed["read_note"] += 1

@@ -39,7 +39,7 @@ class Worker:
             self.config = {"max_retries": max_retries}
             return self.config
 
-        @registry.tool
+        @registry.tool(effect="read")
         def check_config() -> dict[str, bool]:
             """Check the configuration."""
             return {"passed": 0 <= self.config["max_retries"] <= 2}

@@ -187,7 +187,7 @@ def test_invalid_receipts_fail_the_run(receipt: Receipt, problem: str) -> None:
     """An incoherent, overclaiming, stale or misaddressed receipt ends the run receipt_invalid."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def check() -> Receipt:
         """Return a forged receipt."""
         return receipt
@@ -237,7 +237,7 @@ def test_reconcile_is_only_for_write_tools() -> None:
     registry = ToolRegistry()
     with pytest.raises(ToolDefinitionError, match="reconcile"):
 
-        @registry.tool(reconcile=lambda arguments, ctx: Confirmed())
+        @registry.tool(effect="read", reconcile=lambda arguments, ctx: Confirmed())
         def read() -> str:
             """Read."""
             return "x"

@@ -126,7 +126,7 @@ def test_calculator_agrees_with_a_reference_evaluation(case: tuple[str, int]) ->
 
 def _calculator_registry() -> ToolRegistry:
     registry = ToolRegistry()
-    registry.add(calculate)
+    registry.add(calculate, effect="read")
     return registry
 
 
@@ -158,7 +158,7 @@ def test_calculator_refusal_is_an_observation_the_model_can_act_on() -> None:
 def _sql_registry(executed: list[str]) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def run_sql(query: str) -> list[dict[str, int]]:
         """Run a query against the reporting database.
 

@@ -5,7 +5,8 @@ chatml-function-calling``) and ownloop is pointed at it through ``OPENAI_BASE_UR
 ``OPENAI_MODEL`` with ``OWNLOOP_COMPAT=llamacpp``. The assertions are protocol facts a 135M model
 can deliver at temperature 0: the declared tool is proposed with arguments that pass its schema,
 it runs, its value reaches the answer; every run ends typed within its deadline; a token budget
-stops a streamed run whose server reports no usage.
+stops a streamed run whose server reports no usage; a typed answer comes back valid under its
+JSON schema (the server turns it into a grammar).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Literal
 
 import pytest
+from pydantic import BaseModel
 
 from ownloop import Agent, Limits, RunStatus, StopReason, ToolRegistry, citations_observed
 from ownloop.contracts import ModelResponded, ModelSettings
@@ -104,7 +107,7 @@ def environment(server: tuple[str, str], monkeypatch: pytest.MonkeyPatch) -> Non
 def _registry(calls: list[str]) -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def get_secret_number(name: str) -> int:
         """Return the secret number stored under a name.
 
@@ -167,3 +170,25 @@ def test_a_token_budget_stops_a_streamed_run_without_reported_usage() -> None:
     assert responded, "the first request was refused: the budget is too small for the test"
     assert all(event.usage.estimated and event.usage.total_tokens > 0 for event in responded)
     assert result.usage.total_tokens == sum(event.usage.total_tokens for event in responded)
+
+
+class Colour(BaseModel):
+    """A schema a 135M model can satisfy: one value out of three."""
+
+    colour: Literal["red", "green", "blue"]
+
+
+@pytest.mark.usefixtures("environment")
+def test_the_real_model_gives_a_typed_answer_under_its_json_schema() -> None:
+    """llama-cpp-python constrains the reply by the schema: result.output is a Colour."""
+    agent = Agent(
+        OpenAIChatModel.from_env(),
+        output_type=Colour,
+        limits=Limits(max_steps=2, deadline_s=DEADLINE_S),
+        settings=ModelSettings(temperature=0, max_output_tokens=32),
+    )
+    with allow_model_requests(True):
+        result = agent.run_sync("What colour is the sky on a clear day?")
+    assert result.status is RunStatus.COMPLETED, (result.stop_reason, result.detail)
+    assert isinstance(result.output, Colour)
+    assert result.raw_output is not None

@@ -122,7 +122,7 @@ def test_observation_is_bounded_with_a_marker() -> None:
     """A tool result longer than max_observation_chars is truncated and flagged in the trace."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def dump() -> str:
         """Return a lot of text."""
         return "y" * 5000

@@ -84,7 +84,7 @@ def barrier_registry(gauge: Gauge, together: int) -> ToolRegistry:
     registry = ToolRegistry()
     everyone = asyncio.Event()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def fetch(key: str) -> str:
         """Fetch a key.
 
@@ -122,7 +122,7 @@ def test_sync_reads_overlap_in_threads() -> None:
     barrier = threading.Barrier(5, timeout=10)
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fetch(key: str) -> str:
         """Fetch a key.
 
@@ -157,7 +157,7 @@ def test_observations_and_trace_keep_proposal_order_when_later_calls_finish_firs
     done = {f"k{index}": asyncio.Event() for index in range(1, 5)}
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def fetch(key: str) -> str:
         """Fetch a key; k1 waits for k2, k2 for k3, k3 for k4.
 
@@ -195,7 +195,7 @@ def mixed_registry(
     def pause(key: str) -> float:
         return int(key.split(":")[1]) / 1000 if ":" in key else 0.005
 
-    @registry.tool(parallel=parallel)
+    @registry.tool(effect="read", parallel=parallel)
     async def fetch(key: str) -> str:
         """Fetch a key.
 
@@ -249,7 +249,7 @@ def test_a_member_past_the_deadline_is_cancelled_and_the_others_are_kept() -> No
     cancelled: list[str] = []
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def fetch(key: str) -> str:
         """Fetch a key; k2 never answers.
 
@@ -382,7 +382,7 @@ def counting_registry(ran: Counter[str]) -> ToolRegistry:
     """Return a read ``fetch`` and a write ``store`` that count every execution by key."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def fetch(key: str) -> str:
         """Fetch a key.
 
@@ -469,7 +469,7 @@ def test_a_read_needing_approval_ends_the_group_and_resumes_alone() -> None:
     gauge = Gauge()
     registry = mixed_registry(gauge, [])
 
-    @registry.tool(requires_approval=True)
+    @registry.tool(effect="read", requires_approval=True)
     async def audit(key: str) -> str:
         """Read the audit log.
 

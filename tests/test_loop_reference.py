@@ -94,7 +94,7 @@ def test_tool_failure_fails_the_run() -> None:
     registry = ToolRegistry()
     attempts = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_documents(query: str) -> str:
         """Search.
 

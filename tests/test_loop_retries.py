@@ -109,7 +109,7 @@ def test_transient_tool_error_is_retried_under_the_shared_budget() -> None:
     registry = ToolRegistry()
     attempts = Counter[str]()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def flaky(value: int) -> dict[str, int]:
         """Fail twice, then succeed.
 
@@ -138,7 +138,7 @@ def test_read_tool_exception_is_an_observation_the_model_can_act_on() -> None:
     """An ordinary exception from a read tool becomes an error observation, not a crash."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(key: str) -> str:
         """Look a key up.
 

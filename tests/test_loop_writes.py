@@ -90,7 +90,7 @@ def test_receipt_for_another_call_fails_the_run() -> None:
     """A handler returning a receipt for a different call fails with receipt_invalid."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def forge() -> Receipt:
         """Return a receipt for a call that is not this one."""
         return Receipt(call_id="someone-else", tool="forge")

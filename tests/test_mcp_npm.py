@@ -37,7 +37,12 @@ def files(tmp_path: Path) -> Iterator[tuple[MCPToolset, Path]]:
     root = tmp_path / "files"
     root.mkdir()
     (root / "notes.txt").write_text("remember the milk\n", encoding="utf-8")
-    server = StdioServer(name="fs", command="node", args=(_entry("server-filesystem"), str(root)))
+    server = StdioServer(
+        name="fs",
+        command="node",
+        args=(_entry("server-filesystem"), str(root)),
+        trust_annotations=True,
+    )
     with MCPToolset(server) as tools:
         yield tools, root.resolve()
 
@@ -83,7 +88,11 @@ def test_filesystem_errors_become_error_receipts(files: tuple[MCPToolset, Path])
 def test_server_everything_tools_are_strict_and_callable() -> None:
     """Every tool of server-everything converts; echo and structured content come back."""
     server = StdioServer(
-        name="everything", prefix="ev_", command="node", args=(_entry("server-everything"),)
+        name="everything",
+        prefix="ev_",
+        command="node",
+        args=(_entry("server-everything"),),
+        trust_annotations=True,
     )
     model = ScriptedModel(
         [tool_call("ev_echo", message="hi"), tool_call("ev_get-sum", a=2, b=3), final("ok")]

@@ -67,7 +67,7 @@ def test_a_read_is_served_and_stored_as_a_run(tmp_path: Path) -> None:
 
 
 def test_invalid_arguments_and_denied_writes_are_errors(tmp_path: Path, ledger: Path) -> None:
-    """Bad arguments are rejected without a run; a write the policy denies never runs."""
+    """Bad arguments are rejected without a run; a write the policy denies is unknown here."""
     bad, denied = asyncio.run(
         _calls(
             _serve(tmp_path / "runs.db"),
@@ -79,7 +79,8 @@ def test_invalid_arguments_and_denied_writes_are_errors(tmp_path: Path, ledger: 
     assert bad.structured_content == {"status": "rejected", "code": "invalid_arguments"}
     assert denied.is_error
     assert denied.structured_content is not None
-    assert denied.structured_content["stop_reason"] == "tool_denied"
+    assert denied.structured_content == {"status": "rejected", "code": "unknown_tool"}
+    assert "Available tools: balance." in denied.content[0].text  # type: ignore[union-attr]
     assert _lines(ledger) == 0
 
 

@@ -104,7 +104,7 @@ def test_a_name_collision_is_refused() -> None:
     """An MCP tool whose name is taken (here by a Python tool) fails start-up clearly."""
     tools = MCPToolset(time_server())
 
-    @tools.tool
+    @tools.tool(effect="read")
     def get_current_time(timezone: str) -> str:
         """Shadow the server's tool.
 

@@ -76,11 +76,12 @@ def test_a_write_gets_its_idempotency_key_and_optional_nulls_are_dropped(ledger:
 
 
 def test_a_read_that_times_out_is_retried_within_the_budget(ledger: Path) -> None:
-    """A slow read times out per call, is retried as transient, and the run stops bounded."""
+    """A slow read declared idempotent times out per call, is retried, and the run stops bounded."""
     model = ScriptedModel([tool_call("slow", seconds=30)])
     limits = Limits(max_tool_attempts=2)
     started = time.monotonic()
-    with MCPToolset(fixture_server(ledger, call_timeout_s=0.5)) as tools:
+    server = fixture_server(ledger, call_timeout_s=0.5, idempotent=("slow",))
+    with MCPToolset(server) as tools:
         result = Agent(model, tools, limits=limits).run_sync("wait")
     assert time.monotonic() - started < 25
     attempts = [e for e in result.trace if e.kind == "tool_started"]
@@ -186,7 +187,9 @@ def http_url(ledger: Path) -> Iterator[str]:
 def test_streamable_http_servers_are_tool_sources(http_url: str) -> None:
     """An HTTP server's tools are called through the gateway like stdio ones."""
     model = ScriptedModel([tool_call("h_free_form", labels={"a": "b"}), final("ok")])
-    with MCPToolset(HttpServer(name="http", url=http_url, prefix="h_")) as tools:
+    with MCPToolset(
+        HttpServer(name="http", url=http_url, prefix="h_", trust_annotations=True)
+    ) as tools:
         assert tools.stderr_tail("http") == ""
         result = Agent(model, tools).run_sync("call over http")
     assert result.receipts[0].data == {"labels": {"a": "b"}}
@@ -196,7 +199,7 @@ def test_a_refresh_that_would_collide_keeps_the_tools_as_they_were(ledger: Path)
     """A listing that now collides with another tool is refused; the rest keep working."""
     tools = MCPToolset(fixture_server(ledger))
 
-    @tools.tool(name="extra")
+    @tools.tool(effect="read", name="extra")
     def python_extra() -> str:
         """A Python tool that owns the name first."""
         return "python"

@@ -80,7 +80,9 @@ def test_conversion_refuses_what_cannot_be_a_tool() -> None:
         build_tool(_tool({"type": "object", "properties": {"a": {"type": 5}}}), options, _never)
     with pytest.raises(ToolDefinitionError):
         build_tool(_tool({"type": "object"}, name="x" * 70), options, _never)
-    with_lookup = StdioServer(name="s", command="x", reconcile={"t": lambda a, c: None})
+    with_lookup = StdioServer(
+        name="s", command="x", reconcile={"t": lambda a, c: None}, trust_annotations=True
+    )
     with pytest.raises(ConfigurationError, match="read tool"):
         build_tool(_tool({"type": "object"}), with_lookup, _never)
     written = build_tool(_tool({"type": "object"}, read_only=None), with_lookup, _never)
@@ -95,12 +97,12 @@ def test_call_results_become_receipts_or_values() -> None:
         blocks: list[types.ContentBlock] = [types.TextContent(type="text", text=t) for t in texts]
         return types.CallToolResult(content=blocks, is_error=error)
 
-    receipt = call_result(result(error=True), call_id="c", tool="t")
+    receipt = call_result(result(error=True), call_id="c", tool="t", max_bytes=4096)
     assert getattr(receipt, "message", None) == "the tool reported an error"
-    assert call_result(result("plain"), call_id="c", tool="t") == "plain"
-    assert call_result(result("[1, 2]"), call_id="c", tool="t") == [1, 2]
-    assert call_result(result("{not json"), call_id="c", tool="t") == "{not json"
-    many = call_result(result("a", "b"), call_id="c", tool="t")
+    assert call_result(result("plain"), call_id="c", tool="t", max_bytes=4096) == "plain"
+    assert call_result(result("[1, 2]"), call_id="c", tool="t", max_bytes=4096) == [1, 2]
+    assert call_result(result("{not json"), call_id="c", tool="t", max_bytes=4096) == "{not json"
+    many = call_result(result("a", "b"), call_id="c", tool="t", max_bytes=4096)
     assert isinstance(many, list)
     assert [block["text"] for block in many] == ["a", "b"]  # type: ignore[index]
 
@@ -137,7 +139,7 @@ def test_deeply_nested_arguments_are_rejected_not_raised() -> None:
 def _served(tmp_path: Path) -> RegistryServer:
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def broken() -> str:
         """Always fails."""
         raise ValueError("no luck")

@@ -158,11 +158,21 @@ def test_an_unsupported_parameter_names_the_profile_that_avoids_it(
     assert hint in error.message
 
 
-def test_a_missing_endpoint_suggests_the_chat_api() -> None:
-    """A 404 without a model in the message means the server lacks this API."""
+def test_a_missing_responses_endpoint_names_the_base_url_path_then_the_chat_api() -> None:
+    """A 404 from the Responses API: check the base URL's path (/v1), else try the chat API."""
     error = fail(json_reply({"code": 404, "message": "File Not Found"}, 404), OpenAIResponsesModel)
     assert error.category == "endpoint_not_supported"
-    assert "OWNLOOP_API=chat" in error.message
+    assert "check the base URL's path (http://127.0.0.1:" in error.message
+    assert "under /v1" in error.message
+    assert error.message.endswith("try OWNLOOP_API=chat")
+
+
+def test_a_missing_chat_endpoint_names_the_base_url_path_and_not_the_chat_api() -> None:
+    """A 404 while chat is already in use: the hint is the path, never OWNLOOP_API=chat."""
+    error = fail(json_reply({"code": 404, "message": "File Not Found"}, 404), OpenAIChatModel)
+    assert error.category == "endpoint_not_supported"
+    assert "check the base URL's path" in error.message
+    assert "OWNLOOP_API" not in error.message
 
 
 def test_error_messages_never_contain_the_api_key() -> None:

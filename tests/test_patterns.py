@@ -235,7 +235,7 @@ def test_a_subtask_run_that_does_not_complete_ends_the_pattern_with_its_reason()
         """Search."""
         return "nothing"
 
-    registry.add(search)
+    registry.add(search, effect="read")
     looping = FunctionModel(
         lambda request: tool_call("search", f"c{request.step}", query=str(request.step))
     )
@@ -332,7 +332,7 @@ def test_every_run_acts_for_the_actor() -> None:
         seen.append(ctx.actor.id if ctx.actor else None)
         return "ok"
 
-    registry.add(whoami)
+    registry.add(whoami, effect="read")
     model = ScriptedModel([tool_call("whoami"), final("done")])
     planner = ScriptedModel([final(plan_json(SUBTASKS[:2])), review("finish", answer="done")])
     result = run(planner, Agent(model, registry, limits=SMALL), actor=Actor(id="alice"))
@@ -406,7 +406,7 @@ def test_subtask_evidence_is_collected() -> None:
         """Get a city's population."""
         return {"id": f"pop-{city}", "value": 1}
 
-    registry.add(population)
+    registry.add(population, effect="read")
     model = ScriptedModel([tool_call("population", city="hz"), final("1252")])
     planner = ScriptedModel([final(plan_json(SUBTASKS[:2])), review("finish", answer="done")])
     result = run(planner, Agent(model, registry, limits=SMALL))

@@ -9,21 +9,42 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from ownloop import Approval, Receipt, RunStatus
-from ownloop.contracts import ApprovalRequest, Lease, RunSnapshot, WriteIntent
+from ownloop.contracts import (
+    Actor,
+    ApprovalRequest,
+    Lease,
+    RunSnapshot,
+    Usage,
+    UserMessage,
+    WriteIntent,
+)
 from ownloop.exceptions import (
+    ConfigurationError,
     RunLeased,
     RunNotFound,
     SchemaVersionError,
     StaleCheckpoint,
+    StoreError,
     UnknownApprovalRequest,
 )
-from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.store import (
+    MemoryRunStore,
+    PostgresRunStore,
+    Retention,
+    RunStats,
+    RunStore,
+    SqliteRunStore,
+    run_cursor,
+)
+from ownloop.testing import FakeClock
 from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
 
 Run = Callable[[Coroutine[Any, Any, Any]], Any]
@@ -536,6 +557,351 @@ def test_a_repeated_decision_is_stored_once_after_decisions_for_other_requests(
     run(store.submit_approval("run-1", _approval("req-2")))
     run(store.submit_approval("run-1", _approval("req-2")))
     assert [a.request_id for a in run(store.submitted_approvals("run-1"))] == ["req-1", "req-2"]
+
+
+# Retention: pruning removes what a retention matches, and spares what it must.
+
+
+def _finished(run_id: str, at: int, status: RunStatus = RunStatus.COMPLETED) -> RunSnapshot:
+    """A finished run with conversation items (item rows in the SQL stores)."""
+    done = snapshot(run_id, state="finished", status=status, at=at)
+    talk = (UserMessage(content=f"task of {run_id}"), UserMessage(content="more"))
+    return done.model_copy(update={"messages": talk})
+
+
+def _store_all(store: RunStore, run: Run, *snapshots: RunSnapshot) -> None:
+    for item in snapshots:
+        run(store.save(item, expected_version=None))
+
+
+_OLD = Retention(older_than=timedelta(days=1))
+
+
+def test_prune_removes_old_finished_runs_with_all_they_own(store: RunStore, run: Run) -> None:
+    """A pruned run's snapshot, journal and decisions are gone; a running run is never pruned."""
+    _store_all(store, run, _finished("done-2", 2), _finished("done-1", 1), snapshot("live", at=0))
+    run(store.record_intent(_intent("c1", run_id="done-1")))
+    run(store.record_receipt("done-1", "c1", _receipt("c1")))
+    report = run(store.prune_runs(_OLD))
+    assert (report.run_ids, report.dry_run, report.more, report.spared) == (
+        ("done-1", "done-2"),
+        False,
+        False,
+        {},
+    )
+    assert [line.run_id for line in run(store.list_runs())] == ["live"]
+    assert run(store.get("done-1")) is None
+    assert run(store.journal("done-1")) == []
+    fresh = snapshot("done-1", at=5)  # the id stored anew holds nothing of the pruned run
+    run(store.save(fresh, expected_version=None))
+    stored = run(store.get("done-1"))
+    assert stored is not None
+    assert (stored.snapshot, stored.version) == (fresh, 1)
+
+
+def test_prune_spares_a_paused_run_unless_told(store: RunStore, run: Run) -> None:
+    """A paused run and its waiting decisions stay unless the retention includes paused runs."""
+    _waiting(store, run, "waiting", "req-1")
+    run(store.submit_approval("waiting", _approval("req-1")))
+    report = run(store.prune_runs(_OLD))
+    assert (report.run_ids, report.spared) == ((), {"paused": 1})
+    assert run(store.submitted_approvals("waiting")) == [_approval("req-1")]
+    forced = run(store.prune_runs(_OLD.model_copy(update={"include_paused": True})))
+    assert forced.run_ids == ("waiting",)
+    assert run(store.submitted_approvals("waiting")) == []
+
+
+def test_prune_spares_a_run_with_an_unknown_effect_unless_told(store: RunStore, run: Run) -> None:
+    """Unresolved runs, open intents and unknown receipts keep their run and its journal."""
+    _store_all(
+        store,
+        run,
+        _finished("unresolved", 1, RunStatus.UNRESOLVED),
+        _finished("open-intent", 2),
+        _finished("unknown-receipt", 3),
+        _finished("settled", 4),
+    )
+    run(store.record_intent(_intent("c1", run_id="open-intent")))
+    run(store.record_intent(_intent("c2", run_id="unknown-receipt")))
+    unknown = Receipt(call_id="c2", tool="export", status="unknown", effect="unknown")
+    run(store.record_receipt("unknown-receipt", "c2", unknown))
+    run(store.record_intent(_intent("c3", run_id="settled")))
+    run(store.record_receipt("settled", "c3", _receipt("c3")))
+    report = run(store.prune_runs(_OLD))
+    assert (report.run_ids, report.spared) == (("settled",), {"unknown_effect": 3})
+    assert [entry.intent.call_id for entry in run(store.journal("open-intent"))] == ["c1"]
+    forced = run(store.prune_runs(_OLD.model_copy(update={"include_unknown_effects": True})))
+    assert forced.run_ids == ("unresolved", "open-intent", "unknown-receipt")
+    assert run(store.journal("open-intent")) == []
+
+
+def test_prune_spares_a_leased_run_unless_told(store: RunStore, run: Run) -> None:
+    """A run a worker holds stays; pruned anyway, the holder's next write is refused."""
+    _store_all(store, run, _finished("held", 1), _finished("free", 2))
+    lease = run(store.acquire_lease("held", "worker-a", 60))
+    expired = run(store.acquire_lease("free", "worker-b", 0.01))
+    while datetime.now(UTC) <= expired.expires_at + timedelta(milliseconds=5):
+        time.sleep(0.005)  # until that lease has expired: an expired lease protects nothing
+    report = run(store.prune_runs(_OLD))
+    assert (report.run_ids, report.spared) == (("free",), {"leased": 1})
+    forced = run(store.prune_runs(_OLD.model_copy(update={"include_leased": True})))
+    assert forced.run_ids == ("held",)
+    with pytest.raises(RunLeased):
+        run(store.record_intent(_intent("c1", run_id="held"), lease=lease))
+
+
+def test_a_run_is_counted_under_its_first_reason_to_be_spared(store: RunStore, run: Run) -> None:
+    """A paused, leased run with an open intent counts once, as paused."""
+    _waiting(store, run, "waiting", "req-1")
+    run(store.record_intent(_intent("c1", run_id="waiting")))
+    run(store.acquire_lease("waiting", "worker-a", 60))
+    assert run(store.prune_runs(_OLD)).spared == {"paused": 1}
+    unpaused = _OLD.model_copy(update={"include_paused": True})
+    assert run(store.prune_runs(unpaused)).spared == {"unknown_effect": 1}
+    everything = unpaused.model_copy(update={"include_unknown_effects": True})
+    assert run(store.prune_runs(everything, dry_run=True)).spared == {"leased": 1}
+
+
+def test_prune_keeps_the_latest_runs_of_the_statuses_named(store: RunStore, run: Run) -> None:
+    """keep_latest counts the newest runs covered; statuses limit what is covered."""
+    _store_all(
+        store,
+        run,
+        *(_finished(f"ok-{n}", n) for n in range(1, 5)),
+        _finished("failed-1", 0, RunStatus.FAILED),
+        _finished("new", 10**9),  # saved in the future: never old enough
+    )
+    keep_two = Retention(keep_latest=2, statuses=(RunStatus.COMPLETED,))
+    assert run(store.prune_runs(keep_two)).run_ids == ("ok-1", "ok-2", "ok-3")
+    assert {line.run_id for line in run(store.list_runs())} == {"failed-1", "ok-4", "new"}
+    either = Retention(older_than=timedelta(days=1), keep_latest=5)
+    assert run(store.prune_runs(either)).run_ids == ("failed-1", "ok-4")
+    assert run(store.prune_runs(Retention(keep_latest=0))).run_ids == ("new",)
+
+
+def test_a_dry_run_reports_without_removing(store: RunStore, run: Run) -> None:
+    """A dry run names what would go and changes nothing."""
+    _store_all(store, run, _finished("done", 1))
+    _waiting(store, run, "waiting")
+    report = run(store.prune_runs(_OLD, dry_run=True))
+    assert (report.run_ids, report.dry_run, report.spared) == (("done",), True, {"paused": 1})
+    assert len(run(store.list_runs())) == 2
+
+
+def test_prune_removes_a_bounded_batch_per_call(store: RunStore, run: Run) -> None:
+    """A batch caps one call; ``more`` says another call has work, oldest runs first."""
+    _store_all(store, run, *(_finished(f"done-{n}", n) for n in range(5)))
+    batch = _OLD.model_copy(update={"batch": 2})
+    first = run(store.prune_runs(batch))
+    assert (first.run_ids, first.more) == (("done-0", "done-1"), True)
+    assert run(store.prune_runs(batch, dry_run=True)).run_ids == ("done-2", "done-3")
+    run(store.prune_runs(batch))
+    last = run(store.prune_runs(batch))
+    assert (last.run_ids, last.more) == (("done-4",), False)
+
+
+def test_a_retention_needs_an_age_or_a_count() -> None:
+    """A retention naming neither an age nor a count, or a negative age, is refused."""
+    with pytest.raises(ValidationError, match="older_than, keep_latest, or both"):
+        Retention()
+    with pytest.raises(ValidationError, match="must not be negative"):
+        Retention(older_than=timedelta(seconds=-1))
+
+
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
+def retaining(request: pytest.FixtureRequest, tmp_path: Path, run: Run) -> Iterator[RunStore]:
+    """Each store, with a policy keeping the two latest completed runs, pruning at every finish."""
+    policy = Retention(keep_latest=2, statuses=(RunStatus.COMPLETED,), batch=1, interval_s=0)
+    if request.param == "memory":
+        yield MemoryRunStore(retention=policy)
+        return
+    durable: SqliteRunStore | PostgresRunStore
+    if request.param == "sqlite":
+        durable = SqliteRunStore(tmp_path / "runs.db", retention=policy)
+    else:
+        durable = PostgresRunStore(postgres_dsn(), schema=fresh_schema(), retention=policy)
+    yield durable
+    run(durable.close())
+
+
+def test_a_store_with_a_retention_prunes_as_runs_finish(retaining: RunStore, run: Run) -> None:
+    """Each finished save prunes one batch; running saves and spared runs are left alone."""
+    run(retaining.save(_finished("unresolved", 0, RunStatus.UNRESOLVED), expected_version=None))
+    for n in range(1, 5):
+        run(retaining.save(_finished(f"ok-{n}", n), expected_version=None))
+        run(retaining.save(snapshot(f"live-{n}", at=n), expected_version=None))
+    listed = {line.run_id for line in run(retaining.list_runs())}
+    assert listed == {"unresolved", "ok-3", "ok-4", *(f"live-{n}" for n in range(1, 5))}
+    assert getattr(retaining, "retention_error", None) is None
+
+
+def test_automatic_prunes_wait_for_the_interval(tmp_path: Path, run: Run) -> None:
+    """With an interval, one prune runs and the next finished saves within it prune nothing."""
+    policy = Retention(keep_latest=0, interval_s=3600)
+    store = MemoryRunStore(retention=policy)
+    for n in range(3):
+        run(store.save(_finished(f"ok-{n}", n), expected_version=None))
+    assert [line.run_id for line in run(store.list_runs())] == ["ok-2", "ok-1"]
+
+
+# Listings: keyset pages in a stable order, and filters an index serves.
+
+
+def _listed(
+    run_id: str, at: int, *, actor: str | None = None, agent: str | None = None
+) -> RunSnapshot:
+    base = snapshot(run_id, state="finished", status=RunStatus.COMPLETED, at=at)
+    versions = base.versions.model_copy(update={"policy_digest": agent})
+    return base.model_copy(
+        update={"actor": Actor(id=actor) if actor else None, "versions": versions}
+    )
+
+
+def _pages(store: RunStore, run: Run, size: int, **filters: Any) -> list[list[str]]:
+    pages: list[list[str]] = []
+    after = None
+    while True:
+        lines = run(store.list_runs(limit=size, after=after, **filters))
+        if not lines:
+            return pages
+        pages.append([line.run_id for line in lines])
+        after = run_cursor(lines[-1])
+
+
+def test_pages_follow_one_another_newest_first_ties_by_run_id(store: RunStore, run: Run) -> None:
+    """Cursor pages list every run once: by last save, then run id, both descending."""
+    for run_id, at in (("a", 1), ("b", 2), ("c", 2), ("d", 2), ("e", 3), ("f", 0), ("g", 2)):
+        run(store.save(_listed(run_id, at), expected_version=None))
+    assert _pages(store, run, 3) == [["e", "g", "d"], ["c", "b", "a"], ["f"]]
+    assert _pages(store, run, 1000) == [["e", "g", "d", "c", "b", "a", "f"]]
+
+
+def test_listings_filter_by_agent_actor_and_time(store: RunStore, run: Run) -> None:
+    """Agent, actor and save-time filters combine with each other and with pages."""
+    for n in range(6):
+        actor = "alice" if n % 2 else "bob"
+        agent = "agent-x" if n < 3 else "agent-y"
+        run(store.save(_listed(f"run-{n}", n, actor=actor, agent=agent), expected_version=None))
+    run(store.save(snapshot("anonymous", at=9), expected_version=None))
+    assert _pages(store, run, 2, actor="alice") == [["run-5", "run-3"], ["run-1"]]
+    assert _pages(store, run, 5, agent="agent-x") == [["run-2", "run-1", "run-0"]]
+    assert _pages(store, run, 5, agent="agent-y", actor="bob") == [["run-4"]]
+    window = {"since": T0 + timedelta(seconds=1), "until": T0 + timedelta(seconds=4)}
+    assert _pages(store, run, 2, **window) == [["run-3", "run-2"], ["run-1"]]
+    assert _pages(store, run, 5, status="completed", actor="carol") == []
+    (line,) = run(store.list_runs(actor="bob", agent="agent-y"))
+    assert (line.actor, line.agent) == ("bob", "agent-y")
+    (anonymous,) = run(store.list_runs(state="running"))
+    assert (anonymous.actor, anonymous.agent) == (None, None)
+
+
+@pytest.mark.parametrize("cursor", ["nonsense", "2026-01-01T00:00:00|", "2026-01-01T00:00:00|x"])
+def test_a_listing_refuses_what_is_not_a_cursor(store: RunStore, run: Run, cursor: str) -> None:
+    """A cursor without a time, a run id, or a time zone is refused."""
+    with pytest.raises(ConfigurationError, match="is not a listing cursor"):
+        run(store.list_runs(after=cursor))
+
+
+def test_run_stats_sum_up_the_store(store: RunStore, run: Run) -> None:
+    """Runs by state, status and reason, the oldest paused run, open writes, leases, usage."""
+    empty = run(store.run_stats())
+    assert (empty.runs, empty.oldest_paused_at, set(empty.usage.values())) == ({}, None, {0.0})
+    used = Usage(steps=3, model_attempts=4, tool_attempts=2, input_tokens=100, output_tokens=7)
+    done = _finished("done", 5).model_copy(update={"usage": used.model_copy(update={"cost": 0.5})})
+    _store_all(store, run, done, _finished("lost", 6, RunStatus.UNRESOLVED), snapshot("live"))
+    _waiting(store, run, "waiting-1")
+    run(
+        store.save(
+            snapshot("waiting-2", state="paused", status=RunStatus.PAUSED, at=-5),
+            expected_version=None,
+        )
+    )
+    run(store.record_intent(_intent("c1", run_id="lost")))
+    run(store.record_intent(_intent("c2", run_id="done")))
+    run(store.record_receipt("done", "c2", _receipt("c2")))
+    run(store.acquire_lease("live", "worker-a", 60))
+    stats = run(store.run_stats())
+    assert stats.runs == {"finished": 2, "paused": 2, "running": 1}
+    assert stats.statuses == {"completed": 1, "unresolved": 1, "paused": 2}
+    assert stats.stop_reasons == {"final_output": 2, "approval_required": 2}
+    assert stats.oldest_paused_at == T0 - timedelta(seconds=5)
+    assert (stats.unknown_effects, stats.leased) == (1, 1)
+    assert stats.usage == {
+        "steps": 3.0,
+        "model_attempts": 4.0,
+        "tool_attempts": 2.0,
+        "input_tokens": 100.0,
+        "output_tokens": 7.0,
+        "cost": 0.5,
+    }
+    assert stats.paused_age_s(T0) == 5.0
+    assert RunStats().paused_age_s(T0) == 0.0
+
+
+def test_a_prune_taking_every_risk_spares_nothing(store: RunStore, run: Run) -> None:
+    """With every risk named, a paused, unknown-effect, leased run goes and nothing is spared."""
+    _waiting(store, run, "waiting", "req-1")
+    run(store.record_intent(_intent("c1", run_id="waiting")))
+    run(store.acquire_lease("waiting", "worker-a", 60))
+    everything = _OLD.model_copy(
+        update={"include_paused": True, "include_unknown_effects": True, "include_leased": True}
+    )
+    report = run(store.prune_runs(everything))
+    assert (report.run_ids, report.spared) == (("waiting",), {})
+
+
+class _FailingPrune:
+    """Makes a store's automatic prune fail, as a busy or broken database would."""
+
+    failing = True
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> Any:
+        if self.failing:
+            raise StoreError("the database is busy")
+        return await super().prune_runs(retention, dry_run=dry_run)  # type: ignore[misc]
+
+
+class _FailingSqlite(_FailingPrune, SqliteRunStore):
+    pass
+
+
+class _FailingPostgres(_FailingPrune, PostgresRunStore):
+    pass
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_failed_automatic_prune_never_fails_the_save(kind: str, tmp_path: Path, run: Run) -> None:
+    """The save stands, the error is kept in retention_error, and the next prune clears it."""
+    policy = Retention(keep_latest=0, interval_s=0)
+    durable: _FailingSqlite | _FailingPostgres
+    if kind == "sqlite":
+        durable = _FailingSqlite(tmp_path / "runs.db", retention=policy)
+    else:
+        durable = _FailingPostgres(postgres_dsn(), schema=fresh_schema(), retention=policy)
+    try:
+        assert run(durable.save(_finished("done-1", 1), expected_version=None)) == 1
+        assert str(durable.retention_error) == "the database is busy"
+        assert run(durable.get("done-1")) is not None
+        durable.failing = False
+        run(durable.save(_finished("done-2", 2), expected_version=None))
+        assert durable.retention_error is None
+        assert run(durable.list_runs()) == []
+    finally:
+        run(durable.close())
+
+
+def test_automatic_prunes_run_again_once_the_interval_has_passed(run: Run) -> None:
+    """A finished save prunes again exactly when the interval has passed, not a moment before."""
+    clock = FakeClock(start=T0)
+    store = MemoryRunStore(clock=clock, retention=Retention(keep_latest=0, interval_s=60))
+    run(store.save(_finished("ok-0", 0), expected_version=None))  # pruned at once: keep none
+    clock.advance(59.999)
+    run(store.save(_finished("ok-1", 1), expected_version=None))
+    clock.advance(0.001)
+    run(store.save(snapshot("live", at=2), expected_version=None))  # a running save: no prune
+    assert [line.run_id for line in run(store.list_runs())] == ["live", "ok-1"]
+    run(store.save(_finished("ok-2", 3), expected_version=None))
+    assert [line.run_id for line in run(store.list_runs())] == ["live"]
 
 
 def _by_digest(request_id: str, approver: str = "alice", approved: bool = True) -> Approval:

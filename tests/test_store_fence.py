@@ -18,7 +18,7 @@ import pytest
 from ownloop import Approval, Receipt, RunStatus
 from ownloop.contracts import ApprovalRequest, WriteIntent
 from ownloop.exceptions import SchemaVersionError, StoreUpgraded
-from ownloop.store import PostgresRunStore, SqliteRunStore
+from ownloop.store import PostgresRunStore, Retention, SqliteRunStore
 from ownloop.store._schema import STORE_SCHEMA_VERSION
 from tests.durable_support import T0, fresh_schema, postgres_dsn, snapshot
 
@@ -257,3 +257,14 @@ def _wait_until(condition: Callable[[], bool]) -> None:
     while not condition():
         assert time.monotonic() < deadline, "the condition never held"
         time.sleep(0.02)
+
+
+def test_a_prune_after_an_upgrade_removes_nothing(database: Database, run: Run) -> None:
+    """A store opened before another release's upgrade prunes nothing: StoreUpgraded."""
+    store = database.open()
+    done = snapshot("done", state="finished", status=RunStatus.COMPLETED)
+    run(store.save(done, expected_version=None))
+    database.upgrade()
+    with pytest.raises(StoreUpgraded):
+        run(store.prune_runs(Retention(keep_latest=0)))
+    assert database.query("SELECT run_id FROM {s}.runs") == [("done",)]

@@ -6,13 +6,22 @@ import asyncio
 import itertools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop import Agent, Limits, Redactor, RunStatus, StopReason, ToolContext, ToolRegistry
+from ownloop import (
+    Agent,
+    Limits,
+    Redactor,
+    RunStatus,
+    Sensitive,
+    StopReason,
+    ToolContext,
+    ToolRegistry,
+)
 from ownloop.contracts import (
     BudgetWarning,
     ModelRequest,
@@ -54,7 +63,7 @@ def lookup_registry() -> ToolRegistry:
     """A registry with one read tool."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(topic: str) -> dict[str, str]:
         """Look a topic up.
 
@@ -212,8 +221,7 @@ def test_no_way_of_cutting_a_reply_leaks_a_secret(words: list[str], cuts: list[i
     for canary in CANARIES:
         assert canary not in joined
         assert not any(canary in event.text for event in events if isinstance(event, TextDelta))
-    if "PRIVATE KEY" not in text and "Bearer" not in text:
-        assert joined == Redactor().redact_text(text)
+    assert joined == Redactor().redact_text(text)
 
 
 def test_a_budget_warning_comes_once_when_a_budget_is_nearly_spent() -> None:
@@ -398,7 +406,7 @@ def test_the_deadline_warns_as_the_clock_runs_down() -> None:
     clock = FakeClock()
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def slow(topic: str) -> str:
         """Take a while.
 
@@ -414,3 +422,62 @@ def test_the_deadline_warns_as_the_clock_runs_down() -> None:
     (warning,) = [event for event in events if isinstance(event, BudgetWarning)]
     assert (warning.budget, warning.limit, warning.used) == ("deadline_s", 10, 9)
     assert events[-1].result.status is RunStatus.COMPLETED
+
+
+def test_a_learned_sensitive_value_with_spaces_never_streams_in_part() -> None:
+    """A `Sensitive()` argument with spaces, repeated by the model in pieces, leaves as a marker."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def unlock(passphrase: Annotated[str, Sensitive()]) -> str:
+        """Unlock the vault.
+
+        Args:
+            passphrase: The passphrase.
+        """
+        return "unlocked"
+
+    pieces = ["the passphrase was correct ", "horse ", "battery ", "staple, ", "keep it safe"]
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        if not any(isinstance(message, ToolMessage) for message in request.messages):
+            return tool_call("unlock", "c1", passphrase="correct horse battery staple")
+        for piece in pieces:
+            report_text_delta(piece)
+        return final("".join(pieces))
+
+    events = asyncio.run(collect(Agent(FunctionModel(respond), registry), "open it"))
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    joined = "".join(deltas)
+    assert "horse" not in joined
+    assert "correct" not in joined
+    expected = Redactor().with_values("correct horse battery staple").redact_text("".join(pieces))
+    assert joined == expected
+
+
+def test_an_application_pattern_with_spaces_never_streams_in_part() -> None:
+    """A card number pattern of the agent's redactor holds its groups back until it is whole."""
+    rules = Redactor().with_patterns(r"\b\d{4}(?: \d{4}){3}\b")
+    pieces = ["card 4111 ", "1111 ", "1111 ", "1111 on file"]
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        for piece in pieces:
+            report_text_delta(piece)
+        return final("".join(pieces))
+
+    events = asyncio.run(collect(Agent(FunctionModel(respond), redactor=rules), "card?"))
+    deltas = [event.text for event in events if isinstance(event, TextDelta)]
+    assert "".join(deltas) == rules.redact_text("".join(pieces))
+    assert not any("4111" in delta or "1111" in delta for delta in deltas)
+
+
+def test_bearer_deltas_join_to_the_redacted_reply() -> None:
+    """A bearer header cut into 5-character deltas joins exactly to the redacted reply."""
+    text = f"send Authorization: Bearer {BEARER} and then bearer {BEARER} please"
+    pieces = [text[start : start + 5] for start in range(0, len(text), 5)]
+    with OpenAIServer() as server, allow_model_requests(True):
+        server.add(stream_reply(sse(*(chunk(piece) for piece in pieces))))
+        events = asyncio.run(collect(streamed_agent(server), "tell me"))
+    joined = "".join(event.text for event in events if isinstance(event, TextDelta))
+    assert joined == Redactor().redact_text(text)
+    assert "Canary" not in joined

@@ -62,7 +62,7 @@ registry = ToolRegistry()
 DEFAULT_PAGE = Page()
 
 
-@registry.tool
+@registry.tool(effect="read")
 def search(
     query: str,
     max_results: Annotated[int, Field(ge=1, le=5)] = 3,
@@ -93,13 +93,13 @@ async def remember(
     return {"note": note, "run": ctx.run_id, "attempt": ctx.attempt, "secret": bool(secret)}
 
 
-@registry.tool(strict=False)
+@registry.tool(effect="read", strict=False)
 def tally(counts: dict[str, Page], pair: tuple[int, str] = (1, "a")) -> int:
     """Count things."""
     return len(counts)
 
 
-@registry.tool
+@registry.tool(effect="read")
 def grow(tree: Tree, forest: list[Tree] | None = None) -> int:
     """Take a recursive tree."""
     return len(tree.children)
@@ -119,7 +119,7 @@ class Dog(BaseModel):
     good: bool = True
 
 
-@registry.tool
+@registry.tool(effect="read")
 def adopt(pet: Annotated[Cat | Dog, Field(discriminator="kind")]) -> str:
     """Adopt a pet."""
     return pet.kind
@@ -260,18 +260,18 @@ def test_a_default_without_a_canonical_form_is_refused_at_registration() -> None
 
     refused = r"odd'.*parameter 'value' has a default.*no canonical encoding"
     with pytest.raises(ToolDefinitionError, match=refused):
-        tools.add(odd, strict=False)
+        tools.add(odd, effect="read", strict=False)
 
 
 def test_same_arguments_for_another_tool_have_another_digest() -> None:
     """The tool name is part of the digest."""
     tools = ToolRegistry()
 
-    @tools.tool
+    @tools.tool(effect="read")
     def one(x: int) -> None:
         """One."""
 
-    @tools.tool
+    @tools.tool(effect="read")
     def two(x: int) -> None:
         """Two."""
 
@@ -374,7 +374,7 @@ def test_messages_are_bounded() -> None:
 def test_oversize_arguments_are_rejected_before_parsing() -> None:
     """Arguments over the byte cap are rejected whether sent as text or as an object."""
     small = ToolRegistry(max_argument_bytes=40)
-    small.add(search)
+    small.add(search, effect="read")
     assert small.max_argument_bytes == 40
     assert registry.max_argument_bytes == DEFAULT_MAX_ARGUMENT_BYTES == 64 * 1024
     text = rejected("search", '{"query": "' + "é" * 20 + '"}', small)
@@ -402,7 +402,7 @@ def test_deep_nesting_is_rejected_not_raised() -> None:
     """Pathologically deep input becomes a rejection, not a RecursionError."""
     deep = '{"tree": ' + '{"children": [' * 3000 + "]}" * 3000 + "}"
     big = ToolRegistry(max_argument_bytes=1_000_000)
-    big.add(grow)
+    big.add(grow, effect="read")
     assert rejected("grow", deep, big).code in {"invalid_json", "invalid_arguments"}
     nested: Any = []
     for _ in range(5000):
@@ -447,7 +447,7 @@ def test_optional_context_parameter_is_injected() -> None:
     """A parameter annotated ToolContext | None is injected too, and stays out of the schema."""
     tools = ToolRegistry()
 
-    @tools.tool
+    @tools.tool(effect="read")
     def whoami(ctx: ToolContext | None = None) -> str:
         """Say which run this is."""
         return ctx.run_id if ctx else "none"
@@ -462,13 +462,13 @@ def test_timeouts_raise_timeout_error() -> None:
     """A sync or async tool exceeding timeout_s raises TimeoutError; a fast one returns."""
     tools = ToolRegistry()
 
-    @tools.tool(timeout_s=0.05)
+    @tools.tool(effect="read", timeout_s=0.05)
     def slow_sync(seconds: float) -> str:
         """Sleep in a thread."""
         time.sleep(seconds)
         return "done"
 
-    @tools.tool(timeout_s=0.05)
+    @tools.tool(effect="read", timeout_s=0.05)
     async def slow_async(seconds: float) -> str:
         """Sleep on the loop."""
         await asyncio.sleep(seconds)
@@ -489,12 +489,12 @@ def test_exceptions_from_tools_propagate_unchanged() -> None:
     class Boom(Exception):
         pass
 
-    @tools.tool
+    @tools.tool(effect="read")
     def explode(x: int) -> None:
         """Fail."""
         raise Boom(x)
 
-    @tools.tool
+    @tools.tool(effect="read")
     async def explode_later(x: int) -> None:
         """Fail asynchronously."""
         raise Boom(x)

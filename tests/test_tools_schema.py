@@ -253,7 +253,7 @@ def registry() -> ToolRegistry:
     """A registry holding tools over every supported kind of parameter."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def scalars(text: str, count: int, ratio: float, flag: bool) -> str:
         """Take one of each scalar.
 
@@ -281,7 +281,7 @@ def registry() -> ToolRegistry:
     ) -> None:
         """Pick among choices."""
 
-    @registry.tool(max_output_chars=500)
+    @registry.tool(effect="read", max_output_chars=500)
     def collections(
         words: list[str],
         numbers: tuple[int, ...] = (),
@@ -290,7 +290,7 @@ def registry() -> ToolRegistry:
     ) -> None:
         """Take collections."""
 
-    @registry.tool
+    @registry.tool(effect="read")
     def nested(order: Order, tree: Node | None = None, window: Window = DEFAULT_WINDOW) -> None:
         """Take nested models and dataclasses.
 
@@ -300,14 +300,16 @@ def registry() -> ToolRegistry:
             window: A window.
         """
 
-    @registry.tool
+    @registry.tool(effect="read")
     async def context_and_secret(
         query: str, ctx: ToolContext, token: Annotated[str, Sensitive()]
     ) -> str:
         """Use the context and a secret."""
         return query
 
-    @registry.tool(name="renamed", description="An explicit description.", strict=False)
+    @registry.tool(
+        effect="read", name="renamed", description="An explicit description.", strict=False
+    )
     def loose(labels: dict[str, int], pair: tuple[int, str]) -> None:
         """Ignored docstring summary."""
 
@@ -471,7 +473,7 @@ def test_annotated_field_description_wins_over_docstring() -> None:
     """A description given in Field() takes precedence over the docstring's Args entry."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def described(
         a: Annotated[int, Field(description="From the field.")],
         # Field() as a Python default, as FastAPI users write it.
@@ -493,11 +495,11 @@ def test_docstring_variants() -> None:
     """Missing, non-Google and oddly ordered docstrings still give sensible descriptions."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def bare(x: int) -> None:
         pass
 
-    @registry.tool
+    @registry.tool(effect="read")
     def oddly(x: int, y: int) -> None:  # a deliberately sloppy docstring
         """Summary line
         that continues.
@@ -534,9 +536,9 @@ def test_callable_objects_partials_and_methods_can_be_tools() -> None:
         return factor * value
 
     registry = ToolRegistry()
-    method = registry.add(Service().lookup)
-    callable_object = registry.add(Service(), name="service")
-    partial = registry.add(functools.partial(scaled, 2), name="scaled")
+    method = registry.add(Service().lookup, effect="read")
+    callable_object = registry.add(Service(), effect="read", name="service")
+    partial = registry.add(functools.partial(scaled, 2), effect="read", name="scaled")
     assert method.spec.description == "Look a key up."
     assert callable_object.is_async
     assert not method.is_async
@@ -561,7 +563,7 @@ def test_exotic_but_expressible_constructs(openai_schemas: dict[str, Any]) -> No
     """Discriminated unions, single allOf, unions with defaults and unknown formats stay strict."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def exotic(
         pet: Annotated[Cat | Dog, Field(discriminator="kind")],
         merged: Annotated[
@@ -731,9 +733,9 @@ def test_names_and_options_are_checked() -> None:
         pass
 
     registry = ToolRegistry()
-    registry.add(fine)
+    registry.add(fine, effect="read")
     with pytest.raises(ToolDefinitionError, match="already registered"):
-        registry.add(fine)
+        registry.add(fine, effect="read")
     assert "does not match" in define(fine, name="has space")
     assert "does not match" in define(fine, name="x" * 65)
     assert "does not match" in define(lambda: None)
@@ -761,8 +763,8 @@ def test_decorator_returns_function_and_registry_surface(registry: ToolRegistry)
         return x + 1
 
     fresh = ToolRegistry()
-    assert fresh.tool(plain) is plain
-    assert fresh.tool(name="other")(plain) is plain
+    assert fresh.tool(plain, effect="read") is plain
+    assert fresh.tool(effect="read", name="other")(plain) is plain
     assert plain(1) == 2
     assert registry.names() == (
         "scalars",

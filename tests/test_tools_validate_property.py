@@ -47,7 +47,7 @@ registry = ToolRegistry(max_argument_bytes=4096)
 DEFAULT_TREE = Branch()
 
 
-@registry.tool
+@registry.tool(effect="read")
 def everything(
     text: str,
     *,
@@ -63,12 +63,12 @@ def everything(
     """Take every kind of parameter."""
 
 
-@registry.tool
+@registry.tool(effect="read")
 def nothing() -> None:
     """Take no parameters."""
 
 
-@registry.tool(strict=False)
+@registry.tool(effect="read", strict=False)
 def loose(values: dict[str, int], pair: tuple[int, str] = (0, "")) -> None:
     """Take constructs only non-strict tools allow."""
 

@@ -55,7 +55,7 @@ EVERY_SECRET = (
 def _registry() -> ToolRegistry:
     registry = ToolRegistry()
 
-    @registry.tool(strict=False)  # free-form headers
+    @registry.tool(effect="read", strict=False)  # free-form headers
     def fetch(
         url: str, headers: dict[str, str], note: str, pin: Annotated[str, Sensitive()]
     ) -> str:
@@ -69,7 +69,7 @@ def _registry() -> ToolRegistry:
         """
         return f"{url} {headers} {note} {pin} {EVERY_SECRET}"
 
-    @registry.tool
+    @registry.tool(effect="read")
     def explode(note: str) -> str:
         """Fail, quoting its input.
 
@@ -78,7 +78,7 @@ def _registry() -> ToolRegistry:
         """
         raise RuntimeError(f"upstream rejected {note}")
 
-    @registry.tool
+    @registry.tool(effect="read")
     def count(n: int) -> int:
         """Count.
 
@@ -219,7 +219,7 @@ def test_an_error_quoting_a_sensitive_value_is_redacted() -> None:
     """A tool error that quotes a Sensitive() argument's plain value does not leak it."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def login(user: str, pin: Annotated[str, Sensitive()]) -> str:
         """Log in.
 

@@ -60,7 +60,7 @@ def test_slow_tools_and_empty_results_are_found() -> None:
     clock = FakeClock()
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def slow_search(query: str) -> list[str]:
         """Search slowly.
 
@@ -92,7 +92,7 @@ def test_tool_errors_unknown_effects_and_rejections_are_found() -> None:
     """Failed tools, writes of unknown effect and rejected calls are each reported."""
     registry = research_registry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def broken(x: str) -> str:
         """Fail.
 
@@ -133,7 +133,7 @@ def test_completion_rejections_and_truncations_are_found() -> None:
 
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def big() -> str:
         """Return a lot."""
         return "x" * 5000

@@ -125,7 +125,7 @@ def test_failures_become_error_statuses(exporter: InMemorySpanExporter) -> None:
     """A failed model attempt, a failed tool and a failed run carry an error status."""
     registry = research_registry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def explode(reason: str) -> str:
         """Always fail.
 

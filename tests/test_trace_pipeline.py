@@ -164,7 +164,7 @@ def test_agent_redactor_and_sensitive_parameters_reach_the_trace() -> None:
     """Agent(redactor=...) rules apply, and Sensitive parameter names become secret keys."""
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def lookup(customer: str, pin: Annotated[str, Sensitive()]) -> str:
         """Look a customer up.
 

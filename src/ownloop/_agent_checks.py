@@ -1,9 +1,11 @@
 """Checks the `Agent` facade makes on its configuration: tools never offered, resumes that changed.
 
-- `warn_never_offered` logs one warning per registered tool the policy denies to every actor, so a
+- `warn_never_offered` logs one warning per rule that denies registered tools to every actor, so a
   tool that can never run does not go unnoticed (it is not an error: a registry may be shared).
   Each tool and rule is reported once per process: an application that builds an agent per
   request does not repeat it on every request.
+- `check_deps` refuses a run or resume without the deps the agent declares (deps are live objects,
+  never stored, so a resume must give them again), or with deps of another type.
 - `configuration_changes` says what differs between the configuration a run was recorded with
   and the one resuming it (each tool's effect and schema included, from `tool_versions`);
   `check_configuration` refuses such a resume unless told to accept it.
@@ -30,7 +32,9 @@ from ownloop.identity import digest
 from ownloop.policy import Deny, Policy
 
 __all__ = [
+    "NEVER_OFFERED",
     "check_configuration",
+    "check_deps",
     "check_fresh_decisions",
     "configuration_changes",
     "logger",
@@ -41,6 +45,9 @@ __all__ = [
 
 logger = logging.getLogger("ownloop")
 """The logger the agent's configuration warnings go to."""
+
+NEVER_OFFERED = "ownloop_never_offered"
+"""The log record attribute holding the names a never-offered warning is about, for filters."""
 
 _warned: set[tuple[str, str]] = set()
 """The (tool, rule) pairs already reported in this process."""
@@ -59,13 +66,18 @@ def _probe_actors() -> tuple[Actor | None, Actor]:
 
 
 def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
-    """Log one warning for each tool the policy denies to an anonymous run and to any role.
+    """Log one warning per rule that denies tools to an anonymous run and to any role.
+
+    The tools a rule never offers are named together in one line, with the rule's reason (for
+    the first of them), so a registry of many tools, such as an MCP server's, costs one line;
+    a write tool's line adds that a tool that only reads declares ``effect="read"``.
 
     Args:
         policy: The agent's policy.
         specs: The registered tools.
     """
     probes = _probe_actors()
+    denied: dict[str, list[tuple[ToolSpec, Deny]]] = {}
     for spec in specs:
         try:
             decisions = [policy.decide(actor, spec, None) for actor in probes]
@@ -79,11 +91,34 @@ def warn_never_offered(policy: Policy, specs: Iterable[ToolSpec]) -> None:
         if (spec.name, rule) in _warned:
             continue
         _warned.add((spec.name, rule))
+        denied.setdefault(rule, []).append((spec, denial))
+    for rule, tools in denied.items():
+        first, denial = tools[0]
+        extra = {NEVER_OFFERED: tuple(spec.name for spec, _ in tools)}
+        hint = (
+            '; if it only reads, declare @registry.tool(effect="read")'
+            if any(spec.effect == "write" for spec, _ in tools)
+            else ""
+        )
+        if len(tools) == 1:
+            logger.warning(
+                "tool %r is registered but the policy never offers it (rule %s: %s)%s",
+                first.name,
+                rule,
+                denial.reason,
+                hint,
+                extra=extra,
+            )
+            continue
         logger.warning(
-            "tool %r is registered but the policy never offers it (rule %s: %s)",
-            spec.name,
+            "%d tools are registered but the policy never offers them (rule %s): %s; for %r: %s%s",
+            len(tools),
             rule,
+            ", ".join(repr(spec.name) for spec, _ in tools),
+            first.name,
             denial.reason,
+            hint,
+            extra=extra,
         )
 
 
@@ -117,6 +152,9 @@ def configuration_changes(
         parts = [f"added {', '.join(added)}"] if added else []
         parts += [f"removed {', '.join(removed)}"] if removed else []
         changes.append("offered tools (" + "; ".join(parts) + ")")
+    if snapshot.versions.output_type != versions.output_type:
+        before, after = snapshot.versions.output_type or "str", versions.output_type or "str"
+        changes.append(f"output_type ({before} -> {after})")
     if not changes:
         changes.append("the policy, the validators or the registered tools")
     return changes
@@ -217,3 +255,28 @@ def check_configuration(
             f"accept_changes=True to continue under this one (recorded in the trace)."
         )
     return changes
+
+
+def check_deps(deps_type: object, deps: object, verb: str) -> None:
+    """Refuse missing deps, or deps of another type, when the agent declares ``deps_type``.
+
+    Args:
+        deps_type: The agent's ``deps_type`` (``None`` when it declares none).
+        deps: The deps given to the run or resume.
+        verb: ``run`` or ``resume``, named in the message.
+
+    Raises:
+        ConfigurationError: If deps are missing, or not an instance of a class ``deps_type``.
+    """
+    if deps_type is None:
+        return
+    name = getattr(deps_type, "__name__", repr(deps_type))
+    if deps is None:
+        raise ConfigurationError(
+            f"this agent declares deps_type={name}: pass {verb}(..., deps=...); deps are live "
+            "objects, never stored, so a resumed run needs them given again"
+        )
+    if isinstance(deps_type, type) and not isinstance(deps, deps_type):
+        raise ConfigurationError(
+            f"deps must be a {name} (the agent's deps_type), not {type(deps).__name__}"
+        )

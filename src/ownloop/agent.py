@@ -14,15 +14,19 @@ import os
 import platform
 import socket
 import uuid
-from collections.abc import Iterable, Sequence
-from typing import Literal
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Generic, Literal, cast
+
+from typing_extensions import TypeVar
 
 from ownloop._agent_checks import (
     check_configuration,
+    check_deps,
     check_fresh_decisions,
     tool_versions,
     warn_never_offered,
 )
+from ownloop._agent_output import output_spec, typed_result
 from ownloop._agent_support import (
     check_requests,
     run_blocking,
@@ -44,6 +48,7 @@ from ownloop.contracts import (
     Limits,
     Message,
     ModelSettings,
+    OutputMode,
     RunResult,
     RunSnapshot,
     SystemMessage,
@@ -61,7 +66,7 @@ from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore
 from ownloop.streaming import RunStream
-from ownloop.tools import ToolRegistry, ValidatedCall
+from ownloop.tools import RunContext, ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
     CheckFunction,
@@ -73,9 +78,18 @@ from ownloop.validators import (
 
 __all__ = ["Agent"]
 
+DepsT = TypeVar("DepsT", default=None)
+"""The type of the application objects a run hands its tools (``deps_type``)."""
 
-class Agent:
+OutputT = TypeVar("OutputT", default=str)
+"""The type of a run's final answer (``output_type``)."""
+
+
+class Agent(Generic[DepsT, OutputT]):
     """A bounded, auditable agent: a model that proposes and a runtime that decides.
+
+    Generic in its dependencies and its answer: ``Agent(model, output_type=Invoice)`` is an
+    ``Agent[None, Invoice]`` whose runs return ``RunResult[Invoice]``.
 
     Args:
         model: The model port (a provider adapter, or a scripted model in tests).
@@ -92,7 +106,8 @@ class Agent:
             the model instead so it can change course.
         on_approval_denied: The same choice for an approval that was denied.
         clock: The clock for budgets, timestamps and backoff; the system clock by default.
-        instructions: A system message sent first in every run.
+        instructions: A system message sent first in every run, or a function of the run's
+            `RunContext` (its task, actor and ``deps``) returning it, called once per run.
         retry: The backoff policy for transient model and tool failures.
         settings: Sampling settings sent with every model request.
         stream: Ask the model adapter to stream responses (sets ``settings.stream``).
@@ -113,6 +128,15 @@ class Agent:
         summarizer: A model that condenses the turns compaction removes (its calls count
             against the run's budgets); without it a placeholder says what was removed.
         prices: Token prices per model, for ``usage.cost`` and ``limits.max_cost``.
+        output_type: The type of the final answer: a Pydantic model, a dataclass, a
+            ``TypedDict``, a scalar (``int``, ``bool``, ``Literal[...]``), ``list[...]`` of those
+            or a union; ``str`` (text) by default. ``result.output`` is then a value of it.
+        output_mode: How the typed answer is asked for: ``native`` (the provider's structured
+            output), ``tool`` (a final-result tool) or ``prompted`` (instructions and a JSON
+            answer); by default the strongest the model adapter offers.
+        deps_type: The type of the application objects each run is given
+            (``run(task, deps=...)``) and tools receive as ``ctx.deps`` (``ToolContext[D]``);
+            with it, a run or resume without ``deps`` is refused.
 
     Raises:
         ConfigurationError: If an argument cannot work (no ``respond`` method, not a registry,
@@ -133,7 +157,7 @@ class Agent:
         on_denied: Literal["fail", "observe"] = "fail",
         on_approval_denied: Literal["fail", "observe"] = "fail",
         clock: Clock | None = None,
-        instructions: str | None = None,
+        instructions: str | Callable[[RunContext[DepsT]], str] | None = None,
         retry: RetryPolicy | None = None,
         settings: ModelSettings | None = None,
         stream: bool = False,
@@ -145,6 +169,9 @@ class Agent:
         context: ContextPolicy | None = None,
         summarizer: AgentModel | None = None,
         prices: PriceTable | None = None,
+        output_type: type[OutputT] | None = None,
+        output_mode: OutputMode | None = None,
+        deps_type: type[DepsT] | None = None,
     ) -> None:
         if not callable(getattr(model, "respond", None)):
             raise ConfigurationError(
@@ -163,6 +190,9 @@ class Agent:
         if self.limits.max_cost is not None and prices is None:
             raise ConfigurationError("limits.max_cost needs a price table: Agent(prices=...)")
         validator = self._validator(validators)
+        self._output = output_spec(model, output_type, output_mode, self.tools)
+        self.deps_type = deps_type
+        self._instructions = instructions
         base = settings or ModelSettings()
         self._config = LoopConfig(
             registry=self.tools,
@@ -170,7 +200,7 @@ class Agent:
             validator=validator,
             retry=retry if retry is not None else RetryPolicy(),
             clock=clock if clock is not None else SystemClock(),
-            instructions=instructions,
+            instructions=instructions if isinstance(instructions, str) else None,
             settings=base.model_copy(update={"stream": True}) if stream else base,
             versions=self._versions(validator),
             policy=self.policy,
@@ -183,6 +213,7 @@ class Agent:
             context=context,
             has_summarizer=summarizer is not None,
             prices=prices,
+            output=self._output,
         )
         if prices is not None:
             prices.price(self._config.versions.model)  # fail now, not after a paid call
@@ -210,6 +241,8 @@ class Agent:
         # limit existed, or under another value, resume without an "other configuration" refusal.
         limits = self.limits.model_dump_json(exclude={"max_parallel_tools"})
         configuration = f"{limits}|{validator!r}|{self.policy!r}|{self.tools.names()}"
+        if self._output is not None:  # text agents keep the digest their stored runs carry
+            configuration += f"|{self._output_label()}"
         model_name = getattr(self.model, "model_name", None)
         return Versions(
             ownloop=__version__,
@@ -218,7 +251,12 @@ class Agent:
             model=model_name if isinstance(model_name, str) else type(self.model).__name__,
             policy_digest=hashlib.sha256(configuration.encode()).hexdigest()[:16],
             tools=tool_versions(self.tools.specs()),
+            output_type=self._output_label(),
         )
+
+    def _output_label(self) -> str | None:
+        spec = self._output
+        return None if spec is None else f"{spec.format.name}:{spec.mode}:{spec.digest}"
 
     def offered_tools(self, actor: Actor | None) -> tuple[ToolSpec, ...]:
         """Return the tools the model is offered for this actor: those the policy does not deny.
@@ -242,7 +280,8 @@ class Agent:
         actor: Actor | None = None,
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
-    ) -> RunResult:
+        deps: DepsT | None = None,
+    ) -> RunResult[OutputT]:
         """Run the task to a terminal state (or a pause) and return everything that happened.
 
         Args:
@@ -250,6 +289,8 @@ class Agent:
             actor: The authenticated identity the run acts for (trusted: from the application).
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front, bound to exact calls by digest.
+            deps: The application's objects for this run (``deps_type``): tools read them as
+                ``ctx.deps``; never stored or traced.
 
         Returns:
             The result. Budget stops, denials, pauses and model failures are results.
@@ -258,8 +299,10 @@ class Agent:
             InputRejected: If the task is empty or longer than ``limits.max_input_chars``, or the
                 run id is not 1-128 characters.
             UnexpectedModelCall: If a scripted model ran out of steps (a test bug).
+            ConfigurationError: If the agent declares ``deps_type`` and ``deps`` is missing or
+                of another type.
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
+        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
         return await self._drive(state)
 
     def run_stream(
@@ -270,7 +313,8 @@ class Agent:
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         warn_at: float = 0.8,
-    ) -> RunStream:
+        deps: DepsT | None = None,
+    ) -> RunStream[OutputT]:
         """Run the task, yielding its events as they happen; the last one carries the result.
 
         Args:
@@ -279,6 +323,7 @@ class Agent:
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front.
             warn_at: The share of a budget at which a `BudgetWarning` is emitted.
+            deps: The application's objects for this run.
 
         Returns:
             The stream (the run starts when it is first read); leaving it early cancels the run.
@@ -286,8 +331,8 @@ class Agent:
         Raises:
             InputRejected: If the task or run id is not acceptable (before anything runs).
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals)
-        return RunStream(state, self._drive, limits=self.limits, warn_at=warn_at)
+        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        return RunStream[OutputT](state, self._drive, limits=self.limits, warn_at=warn_at)
 
     @property
     def loop_config(self) -> LoopConfig:
@@ -307,6 +352,7 @@ class Agent:
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         clock: Clock | None = None,
+        deps: DepsT | None = None,
     ) -> RunState:
         """Build a new run's state, checking its inputs first (what `run` starts from).
 
@@ -316,14 +362,17 @@ class Agent:
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front.
             clock: The clock the run reads; the agent's by default.
+            deps: The application's objects for this run.
 
         Returns:
             The state, with the opening messages.
 
         Raises:
             InputRejected: If the task or run id is not acceptable.
+            ConfigurationError: If ``deps`` is missing or of another type than ``deps_type``.
         """
         run_id = self._check_inputs(task, run_id)
+        check_deps(self.deps_type, deps, "run")
         task = clean_text(task)  # an unpaired surrogate would break every trace and store
         clock = clock if clock is not None else self._config.clock
         return RunState(
@@ -332,23 +381,49 @@ class Agent:
             actor=actor,
             started_at=clock.monotonic(),
             trace=TraceRecorder(run_id, clock, self._sinks, redactor=self._trace_redactor()),
-            messages=self._opening_messages(task),
+            messages=self._opening_messages(RunContext(run_id, task, actor, cast("DepsT", deps))),
             tools=self.offered_tools(actor),
             approvals=list(approvals),
+            deps=deps,
         )
 
-    async def _drive(self, state: RunState) -> RunResult:
+    async def _drive(self, state: RunState) -> RunResult[OutputT]:
         """Drive a run, holding its lease for the whole segment when a store is configured."""
         loop = run_loop(self._config, state)
         if self.store is None:
-            return await self._driver.drive(loop)
+            return self._typed(await self._driver.drive(loop))
         lease = await self.store.acquire_lease(state.run_id, self.worker_id, self._lease_ttl_s)
         session = RunSession(self.store, lease, None, ttl_s=self._lease_ttl_s)
         try:
             async with session.heartbeat():
-                return await self._driver.drive(loop, session)
+                return self._typed(await self._driver.drive(loop, session))
         finally:
             await self.store.release_lease(lease)
+
+    def _typed(self, result: RunResult[Any]) -> RunResult[OutputT]:
+        return cast("RunResult[OutputT]", typed_result(result, self._output))
+
+    async def stored_result(self, run_id: str) -> RunResult[OutputT] | None:
+        """Load a run's result from the agent's store, typed as this agent's ``output_type``.
+
+        Args:
+            run_id: The run.
+
+        Returns:
+            The result (``RunResult[T]``), or ``None`` while the run has not paused or ended.
+
+        Raises:
+            ConfigurationError: If the agent has no store, or the stored output is not a value
+                of the ``output_type``.
+            RunNotFound: If the store has no such run.
+        """
+        if self.store is None:
+            raise ConfigurationError("loading a stored result needs Agent(store=...)")
+        stored = await self.store.get(run_id)
+        if stored is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.store!r}")
+        result = stored.snapshot.result
+        return None if result is None else self._typed(result)
 
     def run_sync(
         self,
@@ -357,7 +432,8 @@ class Agent:
         actor: Actor | None = None,
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
-    ) -> RunResult:
+        deps: DepsT | None = None,
+    ) -> RunResult[OutputT]:
         """Run the task from synchronous code; the same as awaiting `run`.
 
         Args:
@@ -365,6 +441,7 @@ class Agent:
             actor: The authenticated identity the run acts for.
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front.
+            deps: The application's objects for this run.
 
         Returns:
             The result.
@@ -373,17 +450,19 @@ class Agent:
             ConfigurationError: If called while an event loop is running (await `run` instead).
         """
         return run_blocking(
-            lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals), "run"
+            lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps),
+            "run",
         )
 
     async def resume(
         self,
-        paused: RunResult | str,
+        paused: RunResult[Any] | str,
         *,
         approvals: Iterable[Approval] = (),
         accept_changes: bool = False,
         take_over: bool = False,
-    ) -> RunResult:
+        deps: DepsT | None = None,
+    ) -> RunResult[OutputT]:
         """Continue a paused (or, from a store, interrupted) run exactly where it stopped.
 
         Args:
@@ -399,6 +478,8 @@ class Agent:
                 know that worker is dead or stuck). Safe: the old holder can record nothing
                 more, so it executes no further write. Recorded in the trace. A holder on this
                 host whose process has ended is taken over without it.
+            deps: The application's objects, given again (they are never stored); required
+                when the agent declares ``deps_type``.
 
         Returns:
             The result of the continued run; its trace holds the events from before.
@@ -406,16 +487,19 @@ class Agent:
         Raises:
             ConfigurationError: If the run is finished, or an approval names a request the run
                 is not waiting for, or a run id is given without a store, or the configuration
-                differs from the recorded one and ``accept_changes`` is false.
+                differs from the recorded one and ``accept_changes`` is false, or the agent
+                declares ``deps_type`` and no ``deps`` are given.
             RunNotFound: If the store has no such run.
             RunLeased: If another worker is executing the run.
         """
         decisions = list(approvals)
+        check_deps(self.deps_type, deps, "resume")
         if isinstance(paused, RunResult) and self.store is None:
             snapshot = snapshot_of_result(paused)
             state = self._restore(snapshot, decisions, [], accept_changes)
             self._claim_pause(snapshot)
-            return await self._driver.drive(run_loop(self._config, state))
+            state.deps = deps
+            return self._typed(await self._driver.drive(run_loop(self._config, state)))
         run_id = paused if isinstance(paused, str) else paused.run_id
         store = self.store
         if store is None:
@@ -441,8 +525,10 @@ class Agent:
                     accept_changes,
                 )
                 state.taken_over_from = lease.taken_over_from
+                state.deps = deps
                 session.version = stored.version
-                return await self._driver.drive(run_loop(self._config, state), session)
+                result = await self._driver.drive(run_loop(self._config, state), session)
+                return self._typed(result)
         finally:
             await store.release_lease(lease)
 
@@ -514,12 +600,13 @@ class Agent:
 
     def resume_sync(
         self,
-        paused: RunResult | str,
+        paused: RunResult[Any] | str,
         *,
         approvals: Iterable[Approval] = (),
         accept_changes: bool = False,
         take_over: bool = False,
-    ) -> RunResult:
+        deps: DepsT | None = None,
+    ) -> RunResult[OutputT]:
         """Resume a paused run from synchronous code; the same as awaiting `resume`.
 
         Args:
@@ -527,13 +614,18 @@ class Agent:
             approvals: The decisions.
             accept_changes: Continue under a configuration that differs from the recorded one.
             take_over: Take the run from a worker whose lease has not expired.
+            deps: The application's objects, given again.
 
         Returns:
             The result of the continued run.
         """
         return run_blocking(
             lambda: self.resume(
-                paused, approvals=approvals, accept_changes=accept_changes, take_over=take_over
+                paused,
+                approvals=approvals,
+                accept_changes=accept_changes,
+                take_over=take_over,
+                deps=deps,
             ),
             "resume",
         )
@@ -611,11 +703,15 @@ class Agent:
             raise InputRejected("run_id holds text UTF-8 cannot encode (an unpaired surrogate)")
         return run_id
 
-    def _opening_messages(self, task: str) -> list[Message]:
+    def _opening_messages(self, context: RunContext[DepsT]) -> list[Message]:
         messages: list[Message] = []
-        if self._config.instructions:
-            messages.append(SystemMessage(content=self._config.instructions))
-        messages.append(UserMessage(content=task))
+        instructions = self._instructions
+        text = instructions(context) if callable(instructions) else instructions
+        if text:
+            messages.append(SystemMessage(content=clean_text(text)))
+        if self._output is not None and self._output.mode == "prompted":
+            messages.append(SystemMessage(content=self._output.instructions()))
+        messages.append(UserMessage(content=context.task))
         return messages
 
     def __repr__(self) -> str:

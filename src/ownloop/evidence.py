@@ -1,12 +1,12 @@
 """Evidence and citations: which tool outputs count as evidence, and how an answer cites them.
 
-Evidence is *what the model was shown from a tool whose output is a fact source*. A tool is a
-fact source unless it is declared otherwise (``@registry.tool(evidence=False)``; the memory tools
-are declared so: a model must not cite what it wrote itself). From a fact source's result, an
-`EvidenceRule` finds the identified items (by default, objects with a string ``id``,
+Evidence is *what the model was shown from a tool whose output is a fact source*. A tool is a fact
+source unless it is declared otherwise (``@registry.tool(effect="read", evidence=False)``; the
+memory tools are declared so: a model must not cite what it wrote itself). From a fact source's
+result, an `EvidenceRule` finds the identified items (by default, objects with a string ``id``,
 ``document_id``, ``doc_id``, ``url`` or ``source`` field), and only the ids that appear in the
-observation the model actually received count: an id cut off by truncation was never seen. A
-write confirmed later by its reconcile lookup counts like one that answered directly.
+observation the model actually received count: an id cut off by truncation was never seen. A write
+confirmed later by its reconcile lookup counts like one that answered directly.
 
 Answers cite evidence in square brackets: ``[R-02]``, or a list ``[R-01, R-02]`` (commas or
 semicolons), every id checked. A bracket that looks like a citation but cannot be read as one

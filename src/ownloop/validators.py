@@ -1,9 +1,10 @@
 """Completion checks: a final answer is accepted only when validators say so.
 
-A validator is a callable ``(output, evidence) -> Accept | Reject``; validators built with
-`CompletionValidator(..., uses_context=True)` also receive a `CompletionContext` (the receipts
-and the current state revision), which is how `require_current_check` tells a current check from
-a stale one. Wrapped in
+A validator is a callable ``(output, evidence) -> Accept | Reject``; ``output`` is the final
+answer as the run produces it: text, or the value of the agent's ``output_type``. Validators
+built with `CompletionValidator(..., uses_context=True)` also receive a `CompletionContext` (the
+receipts, the current state revision and the run's ``deps``), which is how
+`require_current_check` tells a current check from a stale one. Wrapped in
 `CompletionValidator` it composes: ``a & b`` accepts when both accept (the first rejection wins),
 ``a | b`` when either does; `accept_all` and `reject_all` are the neutral elements. The repr of a
 composition reads like the expression that built it, because it appears in traces.
@@ -17,6 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from pydantic_core import to_jsonable_python
 
 from ownloop.contracts import Evidence, Receipt
 from ownloop.evidence import (
@@ -66,7 +70,7 @@ class Reject:
 Verdict = Accept | Reject
 """What a validator returns."""
 
-CheckFunction = Callable[[str, Sequence[Evidence]], Verdict]
+CheckFunction = Callable[[Any, Sequence[Evidence]], Verdict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,10 +80,12 @@ class CompletionContext:
     Attributes:
         receipts: Every tool execution's receipt, in execution order.
         revision: The current state revision, when the application tracks one.
+        deps: The run's application objects (``agent.run(task, deps=...)``), or ``None``.
     """
 
     receipts: Sequence[Receipt] = ()
     revision: str | None = None
+    deps: Any = None
 
 
 _NO_CONTEXT = CompletionContext()
@@ -115,14 +121,14 @@ class CompletionValidator:
 
     def __call__(
         self,
-        output: str,
+        output: Any,
         evidence: Sequence[Evidence],
         context: CompletionContext = _NO_CONTEXT,
     ) -> Verdict:
         """Judge a final answer.
 
         Args:
-            output: The final answer.
+            output: The final answer: text, or the value of the agent's ``output_type``.
             evidence: What tools returned in this run.
             context: Receipts and the current revision.
 
@@ -140,7 +146,7 @@ class CompletionValidator:
     def __and__(self, other: CheckFunction) -> CompletionValidator:
         right = as_validator(other)
 
-        def both(output: str, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
+        def both(output: Any, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
             first = self(output, evidence, context)
             return first if isinstance(first, Reject) else right(output, evidence, context)
 
@@ -155,7 +161,7 @@ class CompletionValidator:
         right = as_validator(other)
 
         def either(
-            output: str, evidence: Sequence[Evidence], context: CompletionContext
+            output: Any, evidence: Sequence[Evidence], context: CompletionContext
         ) -> Verdict:
             first = self(output, evidence, context)
             if isinstance(first, Accept):
@@ -245,14 +251,52 @@ def _cited(pattern: re.Pattern[str] | None, output: str) -> tuple[list[str], lis
     return list(dict.fromkeys(cited)), []
 
 
+def _citations_of(
+    output: Any, pattern: re.Pattern[str] | None, field: str | None
+) -> tuple[list[str], list[str]]:
+    """The ids an answer cites: from its text, its citation field, or every text inside it."""
+    if isinstance(output, str):
+        return _cited(pattern, output)
+    if field is not None:
+        value = output.get(field) if isinstance(output, dict) else getattr(output, field, None)
+        if isinstance(value, str):
+            return _cited(pattern, value)
+        if isinstance(value, list | tuple):
+            return list(dict.fromkeys(str(item).strip() for item in value if str(item).strip())), []
+        return [], []
+    cited: list[str] = []
+    unreadable: list[str] = []
+    for text in _texts(to_jsonable_python(output, fallback=str)):  # each text on its own
+        found, bad = _cited(pattern, text)
+        cited.extend(found)
+        unreadable.extend(bad)
+    return list(dict.fromkeys(cited)), unreadable
+
+
+def _texts(value: Any) -> list[str]:
+    """Every text inside a JSON-ready value, in order."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _texts(item)]
+    if isinstance(value, list):
+        return [text for item in value for text in _texts(item)]
+    return []
+
+
 def citations_observed(
     pattern: str = DEFAULT_CITATION_PATTERN,
     *,
     min_citations: int = 0,
     fields: Sequence[str] | None = None,
     extract: EvidenceExtractor | None = None,
+    citation_field: str | None = None,
 ) -> CompletionValidator:
     """Require every id cited in the answer to name evidence the model was shown in this run.
+
+    A typed answer (an agent's ``output_type``) is read from ``citation_field`` when given: a
+    list of ids is taken as the citations, a text is read with ``pattern``; without it, the
+    answer's JSON text is read with ``pattern`` (so ``[ID]`` inside any text field counts).
 
     Evidence is what the model was shown from a fact-source tool (see `ownloop.evidence`): an
     item identified by one of ``fields`` (or found by ``extract``) whose id appears in the
@@ -268,6 +312,7 @@ def citations_observed(
             (default: ``id``, ``document_id``, ``doc_id``, ``url``, ``source``).
         extract: A function ``(result) -> ids`` (or ``(id, title)`` pairs) used instead of
             ``fields``.
+        citation_field: For typed answers, the attribute (or key) holding the citations.
 
     Returns:
         The validator; the run records evidence with its rule. A made-up or unreadable citation
@@ -290,8 +335,8 @@ def citations_observed(
     rule = EvidenceRule(tuple(fields) if fields else DEFAULT_EVIDENCE_FIELDS, extract)
     custom = None if pattern == DEFAULT_CITATION_PATTERN else compiled
 
-    def check(output: str, evidence: Sequence[Evidence]) -> Verdict:
-        cited, unreadable = _cited(custom, output)
+    def check(output: Any, evidence: Sequence[Evidence]) -> Verdict:
+        cited, unreadable = _citations_of(output, custom, citation_field)
         if unreadable:
             return Reject(
                 f"the answer has citation(s) that cannot be read: {', '.join(unreadable[:10])}; "
@@ -370,7 +415,7 @@ def require_current_check(tool: str, passed: CheckPassed = "passed") -> Completi
         The validator.
     """
 
-    def check(output: str, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
+    def check(output: Any, evidence: Sequence[Evidence], context: CompletionContext) -> Verdict:
         problem = _current_check_problem(tool, passed, context)
         return Accept() if problem is None else Reject(problem)
 

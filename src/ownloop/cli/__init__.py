@@ -53,7 +53,20 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     modules = [_GROUPS[command]] if command in _GROUPS else list(dict.fromkeys(_GROUPS.values()))
     for module in modules:
         import_module(f"{__name__}.{module}").register(commands)
+    _remember_parsers(parser)
     return parser
+
+
+_PARSER = "_ownloop_parser"
+"""Where each (sub)command's parser records itself, so its own usage answers its errors."""
+
+
+def _remember_parsers(parser: argparse.ArgumentParser) -> None:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for subparser in action.choices.values():
+                subparser.set_defaults(**{_PARSER: subparser})
+                _remember_parsers(subparser)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -71,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     command = next((item for item in arguments_list if not item.startswith("-")), None)
     parser = build_parser(command)
-    arguments = parser.parse_args(arguments_list)
+    arguments, unknown = parser.parse_known_args(arguments_list)
+    if unknown:  # said by the command's own parser: its usage line, not the top-level one
+        getattr(arguments, _PARSER, parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     handler = getattr(arguments, "handler", None)
     if handler is None:
         parser.print_help()
@@ -80,7 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = handler(arguments)
         sys.stdout.flush()
     except OwnloopError as error:
-        print(f"ownloop: {error}", file=sys.stderr)
+        # An error may quote a value or a DSN. Imported here: `ownloop --version` and `--help`
+        # do not load the redaction rules.
+        output = import_module("ownloop.cli._output")
+        output.say(f"ownloop: {error}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         # The reader (``| head``) went away: stop quietly, as other command line tools do. Point

@@ -15,6 +15,8 @@ import argparse
 import json
 from typing import TYPE_CHECKING, Any
 
+from ownloop.cli._output import say
+
 if TYPE_CHECKING:
     from ownloop.contracts import RunResult
     from ownloop.tracing import TraceSink
@@ -98,8 +100,8 @@ def print_summary(result: RunResult) -> None:
 
     usage = result.usage
     print(f"status:      {result.status.value} ({result.stop_reason.value})")
-    print(f"detail:      {result.detail}")
-    print(f"answer:      {result.output}")
+    say(f"detail:      {result.detail}")
+    say(f"answer:      {result.output}")
     print(
         f"counters:    steps={usage.steps} model_attempts={usage.model_attempts} "
         f"tool_calls={usage.tool_calls} tool_attempts={usage.tool_attempts} "

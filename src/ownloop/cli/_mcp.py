@@ -13,10 +13,10 @@ import argparse
 import importlib
 import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ownloop.cli._runs import DATABASE_URL_VARIABLE, DEFAULT_DATABASE
+from ownloop.cli._output import redact_logs_to_stderr
+from ownloop.cli._runs import DATABASE_URL_VARIABLE, DEFAULT_DATABASE, named_store
 from ownloop.contracts import Actor
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import Policy
@@ -76,7 +76,9 @@ def serve(arguments: argparse.Namespace) -> int:
     Returns:
         0.
     """
-    build_server(arguments).run_stdio()
+    server = build_server(arguments)
+    redact_logs_to_stderr()  # standard output carries the protocol; logs go to stderr, redacted
+    server.run_stdio()
     return 0
 
 
@@ -102,7 +104,7 @@ def build_server(arguments: argparse.Namespace) -> RegistryServerType:
 
 
 def _store(arguments: argparse.Namespace) -> RunStore:
-    dsn = arguments.dsn or (os.environ.get(DATABASE_URL_VARIABLE) if arguments.db is None else None)
+    dsn, path = named_store(arguments)
     if dsn:
         return PostgresRunStore(dsn)
-    return SqliteRunStore(Path(arguments.db or DEFAULT_DATABASE))
+    return SqliteRunStore(path)

@@ -16,6 +16,7 @@ import os
 from typing import TYPE_CHECKING
 
 from ownloop.cli._demo import add_trace_option, print_summary, trace_sinks
+from ownloop.cli._output import say_json
 from ownloop.exceptions import ConfigurationError
 
 if TYPE_CHECKING:
@@ -148,7 +149,7 @@ def run_research(arguments: argparse.Namespace) -> int:
     )
     result = agent.run_sync(arguments.question or DEFAULT_QUESTION)
     if arguments.json:
-        print(result.model_dump_json(indent=2))
+        say_json(result.model_dump(mode="json"))
     else:
         print(f"model:       {model!r}")
         print_summary(result)

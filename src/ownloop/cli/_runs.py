@@ -1,10 +1,11 @@
 """``ownloop runs``, ``ownloop approve`` and ``ownloop resume``: inspect and continue stored runs.
 
 ``runs list``, ``runs show`` and ``approve`` read the store named by ``--db PATH`` (a SQLite file,
-``./ownloop.db`` by default) or ``--dsn`` / ``OWNLOOP_DATABASE_URL`` (PostgreSQL). ``approve`` only
-submits a decision to the store; ``resume`` continues the run with the agent a factory returns
-(``--agent MODULE:FACTORY``, configured with the same tools, policy and store), which applies the
-submitted decisions.
+``./ownloop.db`` by default) or ``--dsn`` (PostgreSQL), else ``OWNLOOP_DATABASE_URL`` (a PostgreSQL
+URL or DSN, or a SQLite path). ``approve`` only submits a decision to the store; ``resume``
+continues the run with the agent a factory returns (``--agent MODULE:FACTORY``, configured with the
+same tools, policy and store; ``--db`` or ``--dsn`` resume from another store than the agent's own),
+which applies the submitted decisions.
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from ownloop.agent import Agent
+from ownloop.cli import _listing, _retain
+from ownloop.cli._output import CLI_REDACTOR, agent_redactor, say, say_json
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
-from ownloop.redaction import Bounds, Redactor
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.store._rules import standing_decision
 from ownloop.tracing import format_trace
@@ -30,6 +32,7 @@ from ownloop.tracing import format_trace
 __all__ = [
     "approve",
     "list_runs",
+    "named_store",
     "open_store",
     "register",
     "resume",
@@ -61,6 +64,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
+    _listing.add_filters(listing)
     listing.set_defaults(handler=list_runs)
     show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
     show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
@@ -94,6 +98,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     unlock.set_defaults(handler=unlock_run)
     for parser in (listing, show, decide, withdraw, unlock):
         _store_options(parser)
+    _retain.add_actions(actions, _store_options, _with_store)
     proceed = commands.add_parser("resume", help="continue a paused or interrupted run")
     proceed.add_argument("run_id", metavar="RUN_ID", help="the run to continue")
     proceed.add_argument(
@@ -112,6 +117,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--take-over",
         action="store_true",
         help="take the run even though another worker's lease has not expired (it is dead)",
+    )
+    proceed.add_argument(
+        "--db", metavar="PATH", help="resume from this SQLite store instead of the agent's own"
+    )
+    proceed.add_argument(
+        "--dsn", help="resume from this PostgreSQL store instead of the agent's own"
     )
     proceed.set_defaults(handler=resume)
 
@@ -132,10 +143,9 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     Raises:
         ConfigurationError: If no SQLite store exists at the path.
     """
-    dsn = arguments.dsn or (os.environ.get(DATABASE_URL_VARIABLE) if arguments.db is None else None)
+    dsn, path = named_store(arguments)
     if dsn:
         return PostgresRunStore(dsn)
-    path = Path(arguments.db or DEFAULT_DATABASE)
     if not path.is_file():
         raise ConfigurationError(
             f"no run store at {path}: pass --db PATH or --dsn DSN (or set {DATABASE_URL_VARIABLE})"
@@ -143,11 +153,30 @@ def open_store(arguments: argparse.Namespace) -> SqliteRunStore | PostgresRunSto
     return SqliteRunStore(path)
 
 
+def named_store(arguments: argparse.Namespace) -> tuple[str | None, Path]:
+    """The PostgreSQL DSN the command line names, or else the SQLite path it names.
+
+    ``OWNLOOP_DATABASE_URL`` (read when neither ``--db`` nor ``--dsn`` is given) names
+    PostgreSQL with a ``postgres://`` or ``postgresql://`` URL or a ``key=value`` DSN; a
+    ``sqlite:///`` URL or any other value is a SQLite file's path (``email.db``).
+    """
+    if arguments.dsn:
+        return arguments.dsn, Path(DEFAULT_DATABASE)
+    if arguments.db is not None:
+        return None, Path(arguments.db)
+    value = os.environ.get(DATABASE_URL_VARIABLE, "").strip()
+    if not value:
+        return None, Path(DEFAULT_DATABASE)
+    if value.startswith(("postgres://", "postgresql://")) or "=" in value:
+        return value, Path(DEFAULT_DATABASE)
+    return None, Path(value.removeprefix("sqlite:///") if value.startswith("sqlite:///") else value)
+
+
 def _missing_sqlite_store(arguments: argparse.Namespace) -> Path | None:
     """The SQLite path the command line names, when it names SQLite and the file is absent."""
-    if arguments.dsn or (arguments.db is None and os.environ.get(DATABASE_URL_VARIABLE)):
+    dsn, path = named_store(arguments)
+    if dsn:
         return None
-    path = Path(arguments.db or DEFAULT_DATABASE)
     return None if path.is_file() else path
 
 
@@ -171,13 +200,16 @@ def list_runs(arguments: argparse.Namespace) -> int:
 
     async def listing(store: RunStore) -> list[Any]:
         return await store.list_runs(
-            state=arguments.state, status=arguments.status, limit=arguments.limit
+            state=arguments.state,
+            status=arguments.status,
+            limit=arguments.limit,
+            **_listing.filters(arguments),
         )
 
     lines = _with_store(arguments, listing)
     if arguments.json:
         for line in lines:
-            print(line.model_dump_json())
+            say_json(line.model_dump(mode="json"), indent=None)
         return 0
     print(f"{'RUN_ID':<34} {'STATE':<9} {'STATUS':<11} {'STOP_REASON':<20} VERSION UPDATED")
     for line in lines:
@@ -185,6 +217,9 @@ def list_runs(arguments: argparse.Namespace) -> int:
             f"{line.run_id:<34} {line.state:<9} {line.status or '-':<11} "
             f"{line.stop_reason or '-':<20} {line.version:>7} {line.updated_at.isoformat()}"
         )
+    more = _listing.next_page(lines, arguments.limit)
+    if more is not None:
+        print(more)
     return 0
 
 
@@ -242,7 +277,7 @@ class _Display:
 
     def __init__(self, *, raw: bool) -> None:
         self.raw = raw
-        self._redactor = Redactor().with_bounds(Bounds(max_depth=100))
+        self._redactor = CLI_REDACTOR
 
     def text(self, text: str) -> str:
         return text if self.raw else self._redactor.redact_text(text)
@@ -319,7 +354,7 @@ def approve(arguments: argparse.Namespace) -> int:
 
     _with_store(arguments, submit)
     verdict = "approved" if approval.approved else "denied"
-    print(
+    say(
         f"{verdict} request {arguments.request_id} of run {arguments.run_id} as {approval.approver}"
     )
     print(f"continue it with: ownloop resume {arguments.run_id} --agent MODULE:FACTORY")
@@ -391,34 +426,44 @@ def resume(arguments: argparse.Namespace) -> int:
         0 when the run completed, 1 otherwise (paused again, unresolved, failed, stopped).
 
     Raises:
-        ConfigurationError: If the factory cannot be loaded or returns no agent with a store.
+        ConfigurationError: If the factory cannot be loaded or returns no agent with a store, or
+            ``--db`` names no existing store.
     """
     agent = _load_agent(arguments.agent)
 
     async def proceed() -> RunResult:
         try:
+            if arguments.db is not None or arguments.dsn:
+                chosen = open_store(arguments)  # the same tools and policy, another store
+                await _close(agent.store)
+                agent.store = chosen
             return await agent.resume(
                 arguments.run_id,
                 accept_changes=arguments.accept_changes,
                 take_over=arguments.take_over,
             )
         finally:
-            close = getattr(agent.store, "close", None)
-            if callable(close):
-                await close()
+            await _close(agent.store)
 
     result = asyncio.run(proceed())
+    rules = agent_redactor(agent)
     if arguments.json:
-        print(result.model_dump_json(indent=2))
+        say_json(result.model_dump(mode="json"), rules)
     else:
-        print(f"status:      {result.status.value} ({result.stop_reason.value})")
-        print(f"detail:      {result.detail}")
-        print(f"answer:      {result.output}")
+        say(f"status:      {result.status.value} ({result.stop_reason.value})", rules)
+        say(f"detail:      {result.detail}", rules)
+        say(f"answer:      {result.output}", rules)
         for approval in result.approvals:
-            print(f"decided:     {_decision(approval)}")
+            say(f"decided:     {_decision(approval)}", rules)
         for request in result.approval_requests:
-            print(f"waiting:     request {request.id}: {request.tool} ({request.reason})")
+            say(f"waiting:     request {request.id}: {request.tool} ({request.reason})", rules)
     return 0 if result.status is RunStatus.COMPLETED else 1
+
+
+async def _close(store: object) -> None:
+    close = getattr(store, "close", None)
+    if callable(close):
+        await close()
 
 
 def _load_agent(spec: str) -> Agent:

@@ -13,6 +13,7 @@ import contextlib
 import sys
 
 from ownloop.agent import Agent
+from ownloop.cli._output import agent_redactor
 from ownloop.cli._runs import _current_user, _load_agent, _store_options, open_store
 from ownloop.exceptions import ConfigurationError
 from ownloop.redaction import Redactor
@@ -89,7 +90,4 @@ def serve_ui(arguments: argparse.Namespace) -> int:
 
 def _redactor(agent: Agent | None) -> Redactor:
     """The agent's redaction rules, with its tools' sensitive parameters; else the built-in."""
-    if agent is None:
-        return Redactor()
-    names = sorted({name for spec in agent.tools.specs() for name in spec.sensitive})
-    return agent.redactor.with_keys(*names) if names else agent.redactor
+    return agent_redactor(agent)

@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import json
 import os
 import sys
 from collections.abc import Mapping
 from typing import Any
 
+from ownloop.cli._output import say_json
 from ownloop.exceptions import ConfigurationError
 
 __all__ = ["recover", "register"]
@@ -101,7 +101,7 @@ def recover(arguments: argparse.Namespace) -> int:
 
     try:
         for workflow_id, outcome in recover_executor(runner, config, dead, announce=announce):
-            print(json.dumps({"workflow_id": workflow_id, "result": outcome}))
+            say_json({"workflow_id": workflow_id, "result": outcome}, indent=None)
     finally:
         runner.close()
         asyncio.run(runner.store.close())

@@ -26,6 +26,7 @@ from ownloop.contracts.events import (
     ModelRequested,
     ModelResponded,
     ObservationAdded,
+    OutputInvalid,
     OutputTruncated,
     RetryScheduled,
     RevisionAudited,
@@ -48,7 +49,15 @@ from ownloop.contracts.messages import (
     ToolMessage,
     UserMessage,
 )
-from ownloop.contracts.model import ModelRequest, ModelResponse, ModelSettings, TokenUsage
+from ownloop.contracts.model import (
+    ModelRequest,
+    ModelResponse,
+    ModelSettings,
+    OutputFormat,
+    OutputMode,
+    TokenUsage,
+)
+from ownloop.contracts.operations import RunStats
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, ToolVersion, Versions
@@ -96,6 +105,9 @@ __all__ = [
     "ModelResponse",
     "ModelSettings",
     "ObservationAdded",
+    "OutputFormat",
+    "OutputInvalid",
+    "OutputMode",
     "OutputTruncated",
     "PendingOperation",
     "Receipt",
@@ -109,6 +121,7 @@ __all__ = [
     "RunResumed",
     "RunSnapshot",
     "RunStarted",
+    "RunStats",
     "RunStatus",
     "RunSummary",
     "SinkFailed",

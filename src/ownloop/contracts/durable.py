@@ -178,6 +178,8 @@ class RunSummary(Record):
         stop_reason: The result's stop reason, once paused or finished.
         version: The stored snapshot's version (optimistic concurrency).
         updated_at: When it was last saved.
+        actor: The id of the actor the run acts for, if any.
+        agent: The agent's configuration digest (``versions.policy_digest``), if recorded.
     """
 
     run_id: Identifier
@@ -186,3 +188,5 @@ class RunSummary(Record):
     stop_reason: str | None = None
     version: int = Field(ge=1)
     updated_at: datetime
+    actor: str | None = None
+    agent: str | None = None

@@ -31,6 +31,7 @@ __all__ = [
     "ModelRequested",
     "ModelResponded",
     "ObservationAdded",
+    "OutputInvalid",
     "OutputTruncated",
     "RetryScheduled",
     "RevisionAudited",
@@ -274,6 +275,22 @@ class CompletionRejected(EventBase):
     rejections: int = Field(ge=1)
 
 
+class OutputInvalid(EventBase):
+    """A final answer was not a valid value of the agent's ``output_type``.
+
+    Attributes:
+        problem: What was wrong (not JSON, the wrong shape, a failing validator), as sent back
+            to the model.
+        answer_chars: The length of the answer given.
+        invalid_outputs: Invalid answers so far in the run.
+    """
+
+    kind: Literal["output_invalid"] = "output_invalid"
+    problem: str = Field(max_length=4096)
+    answer_chars: int = Field(ge=0)
+    invalid_outputs: int = Field(ge=1)
+
+
 class OutputTruncated(EventBase):
     """The final answer was longer than allowed and was cut, with a marker.
 
@@ -491,6 +508,7 @@ TraceEvent = Annotated[
     | ToolFinished
     | ObservationAdded
     | CompletionRejected
+    | OutputInvalid
     | OutputTruncated
     | BudgetExhausted
     | RunFinished

@@ -78,6 +78,7 @@ class Usage(Record):
         input_tokens: Input tokens reported by the provider.
         output_tokens: Output tokens reported by the provider.
         completion_rejections: Final answers the validators rejected.
+        invalid_outputs: Final answers that were not a valid value of the ``output_type``.
         cost: Money spent, in the unit of the agent's price table (0 without one).
         compactions: Times the context was compacted.
     """
@@ -90,6 +91,7 @@ class Usage(Record):
     input_tokens: NonNegativeInt = 0
     output_tokens: NonNegativeInt = 0
     completion_rejections: NonNegativeInt = 0
+    invalid_outputs: NonNegativeInt = 0
     cost: float = Field(default=0.0, ge=0)
     compactions: NonNegativeInt = 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -10,7 +10,19 @@ from ownloop.contracts._base import Identifier, JsonValue, NonNegativeInt, Recor
 from ownloop.contracts.messages import Message
 from ownloop.contracts.tools import ToolCall, ToolSpec
 
-__all__ = ["ModelRequest", "ModelResponse", "ModelSettings", "TokenUsage"]
+__all__ = [
+    "ModelRequest",
+    "ModelResponse",
+    "ModelSettings",
+    "OutputFormat",
+    "OutputMode",
+    "TokenUsage",
+]
+
+OutputMode = Literal["native", "tool", "prompted"]
+"""How a typed final answer is asked for: the provider's structured-output mechanism
+(``native``), a final-result tool the model calls (``tool``), or instructions and a JSON answer in
+the text (``prompted``)."""
 
 
 class ModelSettings(Record):
@@ -57,6 +69,24 @@ class TokenUsage(Record):
         return self.input_tokens + self.output_tokens
 
 
+class OutputFormat(Record):
+    """The typed final answer a request asks for: its strict JSON schema and how to ask.
+
+    Attributes:
+        name: The schema's name (also the final-result tool's name in ``tool`` mode).
+        json_schema: The strict JSON schema of the answer (every object closed, every property
+            required; optional fields accept ``null``). An answer that is not an object is
+            wrapped as ``{"result": ...}``.
+        mode: How the adapter asks for it (see `OutputMode`).
+        wrapped: Whether the schema wraps a non-object answer in ``{"result": ...}``.
+    """
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    json_schema: dict[str, JsonValue]
+    mode: OutputMode = "native"
+    wrapped: bool = False
+
+
 class ModelRequest(Record):
     """What the loop asks a model port for one step.
 
@@ -67,6 +97,8 @@ class ModelRequest(Record):
         messages: The bounded conversation so far.
         tools: The tools this actor may use now.
         settings: Sampling settings.
+        output: The typed answer asked for, when the agent has an ``output_type``; ``None``
+            asks for text.
     """
 
     run_id: Identifier
@@ -75,6 +107,7 @@ class ModelRequest(Record):
     messages: tuple[Message, ...]
     tools: tuple[ToolSpec, ...] = ()
     settings: ModelSettings = ModelSettings()
+    output: OutputFormat | None = None
 
 
 class ModelResponse(Record):

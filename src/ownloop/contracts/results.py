@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Generic, Literal
 
 from pydantic import Field
 
@@ -14,7 +14,19 @@ from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOp
 from ownloop.contracts.status import RunStatus, StopReason, Versions
 from ownloop.contracts.tools import CallIdentity, Evidence, Receipt, ToolCall
 
-__all__ = ["ResumeState", "RunResult"]
+__all__ = ["OutputT", "ResumeState", "RunResult"]
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar
+
+    OutputT = TypeVar("OutputT", default=str)
+else:
+    # At run time the bare `RunResult` takes any JSON-ready output, so a stored result of any
+    # `output_type` loads; `RunResult[Invoice]` validates an `Invoice`. Type checkers see `str` as
+    # the default, so an unparameterised `RunResult` reads as `RunResult[str]`.
+    from typing import TypeVar
+
+    OutputT = TypeVar("OutputT")
 
 
 class ResumeState(Record):
@@ -46,15 +58,21 @@ class ResumeState(Record):
     identities: tuple[CallIdentity, ...] = ()
 
 
-class RunResult(Record):
+class RunResult(Record, Generic[OutputT]):
     """The outcome of a run. A budget stop still carries all the work done before it.
+
+    Generic in its output: an agent with ``output_type=Invoice`` returns ``RunResult[Invoice]``,
+    whose ``output`` is an ``Invoice``; without one, ``RunResult[str]``.
 
     Attributes:
         run_id: The run.
         status: How it ended.
         stop_reason: The exact cause.
         detail: A readable explanation of the end, naming the limit or error involved.
-        output: The final answer (possibly truncated), or ``None``.
+        output: The final answer, or ``None``: the text (possibly truncated), or the value of
+            the agent's ``output_type``.
+        raw_output: The model's last final answer as it gave it, when the agent has an
+            ``output_type`` (kept also when that answer was invalid and the run stopped).
         usage: The counters.
         limits: The budgets the run had.
         messages: The whole conversation.
@@ -72,7 +90,8 @@ class RunResult(Record):
     status: RunStatus
     stop_reason: StopReason
     detail: str = Field(default="", max_length=4096)
-    output: str | None = None
+    output: OutputT | None = None
+    raw_output: str | None = None
     usage: Usage = Usage()
     limits: Limits = Field(default_factory=Limits)
     messages: tuple[Message, ...] = ()
@@ -84,3 +103,26 @@ class RunResult(Record):
     approvals: tuple[Approval, ...] = ()
     versions: Versions
     resume: ResumeState | None = None
+
+    def summary(self) -> str:
+        """Say how the run ended, why, and what it produced, in a few readable lines.
+
+        The first line names the status and the stop reason, then the detail (the limit or
+        error involved); a paused run lists the approvals it waits for; the output follows
+        when there is one. ``print(result)`` prints the same text.
+
+        Returns:
+            The summary, for example ``failed (model_error): the endpoint answered 404 ...``.
+        """
+        head = f"{self.status.value} ({self.stop_reason.value})"
+        lines = [f"{head}: {self.detail}" if self.detail else head]
+        lines += [
+            f"waiting for approval {request.id}: {request.tool} {request.arguments}"
+            for request in self.approval_requests
+        ]
+        if self.output is not None:
+            lines.append(f"output: {self.output}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()

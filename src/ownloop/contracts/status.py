@@ -43,6 +43,7 @@ class StopReason(StrEnum):
     APPROVAL_REQUIRED = "approval_required"
     APPROVAL_DENIED = "approval_denied"
     COMPLETION_REJECTED = "completion_rejected"
+    INVALID_OUTPUT = "invalid_output"
     UNRESOLVED_EFFECT = "unresolved_effect"
     RECEIPT_INVALID = "receipt_invalid"
     MODEL_ERROR = "model_error"
@@ -75,6 +76,8 @@ class Versions(Record):
         policy_digest: A digest of the run's limits and policy configuration.
         tools: Each registered tool's effect and schema digest (empty in runs recorded before
             tools were recorded: their first resume records them).
+        output_type: The typed answer the run produces (its name and schema digest, with the
+            mode), or ``None`` for text.
     """
 
     ownloop: str = Field(max_length=64)
@@ -83,3 +86,4 @@ class Versions(Record):
     model: str | None = Field(default=None, max_length=256)
     policy_digest: str | None = Field(default=None, max_length=128)
     tools: tuple[ToolVersion, ...] = ()
+    output_type: str | None = Field(default=None, max_length=128)

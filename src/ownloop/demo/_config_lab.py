@@ -66,7 +66,7 @@ class ConfigLab:
         """Return the lab's four tools, bound to this lab."""
         registry = ToolRegistry()
 
-        @registry.tool
+        @registry.tool(effect="read")
         def read_config() -> dict[str, int]:
             """Read the configuration."""
             return dict(self.config)
@@ -82,7 +82,7 @@ class ConfigLab:
             self.config = {"timeout_ms": timeout_ms, "max_retries": max_retries}
             return {"revision": self.revision()}
 
-        @registry.tool
+        @registry.tool(effect="read")
         def check_config() -> dict[str, Any]:
             """Check the configuration against the contract."""
             return {"passed": self.valid(), "revision": self.revision()}

@@ -86,7 +86,7 @@ class ExportWorker:
         """Return the worker's five tools, bound to this worker."""
         registry = ToolRegistry()
 
-        @registry.tool
+        @registry.tool(effect="read")
         def read_config() -> dict[str, int]:
             """Read the worker's configuration."""
             self._enter()
@@ -103,7 +103,7 @@ class ExportWorker:
             self.config = {"max_retries": max_retries}
             return dict(self.config)
 
-        @registry.tool
+        @registry.tool(effect="read")
         def check_config() -> dict[str, Any]:
             """Check the worker's configuration against the contract."""
             self._enter()
@@ -122,7 +122,7 @@ class ExportWorker:
                 raise UnknownEffectError("the worker accepted the request but did not confirm it")
             return {"operation_id": operation_id, "queued": True}
 
-        @registry.tool
+        @registry.tool(effect="read")
         def lookup_export(operation_id: Annotated[str, Field(min_length=1, max_length=64)]) -> Any:
             """Look for an export in the worker's listing (which may be incomplete).
 

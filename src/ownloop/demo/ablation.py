@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ownloop._agent_checks import NEVER_OFFERED, logger
 from ownloop.agent import Agent
 from ownloop.contracts import Limits, RunResult, RunStatus
 from ownloop.demo._config_lab import SCENARIOS, ConfigLab, proposer
@@ -198,6 +200,18 @@ def _failures(result: RunResult, lab: ConfigLab, contract: Mapping[str, Any]) ->
     return tuple(failures)
 
 
+class _DeniedOnPurpose(logging.Filter):
+    """Drops the warning that ``publish`` is never offered: the lab registers it to be refused.
+
+    The user of the lab cannot act on it; a warning about any other tool (a ``--policy`` of
+    their own that leaves out a tool the lab needs) still shows.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        names = getattr(record, NEVER_OFFERED, None)
+        return names is None or not set(names) <= {"publish"}
+
+
 def run_ablation(
     scenario: str,
     profile: str,
@@ -219,13 +233,18 @@ def run_ablation(
     contract = base if base is not None else json.loads(BASE_POLICY_JSON)
     policy = Policy.from_document(ablation_profiles(contract)[profile])
     lab = ConfigLab()
-    agent = Agent(
-        proposer(SCENARIOS[scenario]),
-        lab.registry(),
-        limits=limits,
-        policy=policy,
-        revision=lab.revision,
-    )
+    refusal = _DeniedOnPurpose()
+    logger.addFilter(refusal)
+    try:
+        agent = Agent(
+            proposer(SCENARIOS[scenario]),
+            lab.registry(),
+            limits=limits,
+            policy=policy,
+            revision=lab.revision,
+        )
+    finally:
+        logger.removeFilter(refusal)
     result = agent.run_sync(
         "Fix the export worker's configuration.", run_id=f"ablate-{scenario}-{profile}"
     )

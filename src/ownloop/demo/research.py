@@ -74,7 +74,7 @@ def build_registry() -> ToolRegistry:
     """
     registry = ToolRegistry()
 
-    @registry.tool
+    @registry.tool(effect="read")
     def search_documents(
         query: str, max_results: Annotated[int, Field(ge=1, le=5)] = 3
     ) -> list[dict[str, str]]:
@@ -95,7 +95,7 @@ def build_registry() -> ToolRegistry:
             for _, doc_id in sorted(scored)[:max_results]
         ]
 
-    @registry.tool
+    @registry.tool(effect="read")
     def read_document(document_id: Annotated[str, Field(max_length=16)]) -> dict[str, str]:
         """Read one document of the corpus in full.
 

@@ -99,6 +99,7 @@ def tool_context(
         actor=state.actor,
         idempotency_key=state.write_key(key, validated) if spec.effect == "write" else None,
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
+        deps=state.deps,
         revision=revision,
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Generator, Sequence
+from typing import Any
 
 from ownloop._text import clean_text
 from ownloop.contracts import Receipt, RunStatus, StopReason
@@ -38,16 +39,17 @@ def current_revision(config: LoopConfig) -> Generator[Effect, Outcome, str | Non
 
 
 def completion_context(
-    config: LoopConfig, receipts: Sequence[Receipt]
+    config: LoopConfig, receipts: Sequence[Receipt], deps: Any = None
 ) -> Generator[Effect, Outcome, CompletionContext]:
     """Build the context completion checks and preconditions consult.
 
     Args:
         config: The run's configuration.
         receipts: The run's receipts, in execution order.
+        deps: The run's application objects.
 
     Yields:
         `ReadRevision` when the application tracks one.
     """
     revision = yield from current_revision(config)
-    return CompletionContext(receipts=tuple(receipts), revision=revision)
+    return CompletionContext(receipts=tuple(receipts), revision=revision, deps=deps)

@@ -9,6 +9,7 @@ from ownloop.clock import Clock
 from ownloop.context import ContextPolicy
 from ownloop.contracts import Limits, ModelSettings, Versions
 from ownloop.cost import PriceTable
+from ownloop.loop._output import OutputSpec
 from ownloop.policy import Policy
 from ownloop.retry import RetryPolicy
 from ownloop.tools import ToolRegistry
@@ -40,6 +41,7 @@ class LoopConfig:
         context: When and how to compact the conversation, if at all.
         has_summarizer: Whether compaction asks a summarizer model (else it leaves a placeholder).
         prices: Token prices, for the run's cost and ``max_cost``.
+        output: The typed answer asked for, or ``None`` for text.
     """
 
     registry: ToolRegistry
@@ -60,3 +62,4 @@ class LoopConfig:
     context: ContextPolicy | None = None
     has_summarizer: bool = False
     prices: PriceTable | None = None
+    output: OutputSpec | None = None

@@ -43,6 +43,8 @@ from ownloop.loop._deadline import set_run_deadline
 from ownloop.loop._finish import RunEnded, end, end_for_budget
 from ownloop.loop._inputs import clean_response
 from ownloop.loop._observe import add_feedback, truncate
+from ownloop.loop._output import InvalidOutput
+from ownloop.loop._output_turn import answer_in_calls, output_request, reject_output
 from ownloop.loop._parallel import run_group
 from ownloop.loop._revision import completion_context
 from ownloop.loop._snapshot import snapshot_of
@@ -56,7 +58,7 @@ from ownloop.validators import Reject
 
 __all__ = ["LoopGenerator", "run_loop"]
 
-LoopGenerator = Generator[Effect, Outcome, RunResult]
+LoopGenerator = Generator[Effect, Outcome, RunResult[Any]]
 """The core's type: yields effects, receives outcomes, returns the result."""
 
 
@@ -137,12 +139,15 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
     end_for_budget(check_deadline(limits, _elapsed(config, state), "before_model_call"))
     yield from prepare_context(config, state)
     state.count(steps=1)
-    request = ModelRequest(
-        run_id=state.run_id,
-        step=state.usage.steps,
-        messages=tuple(state.messages),
-        tools=state.tools,
-        settings=config.settings,
+    request = output_request(
+        config,
+        ModelRequest(
+            run_id=state.run_id,
+            step=state.usage.steps,
+            messages=tuple(state.messages),
+            tools=state.tools,
+            settings=config.settings,
+        ),
     )
     response = yield from _ask_model(config, state, request)
     if response.stop_reason is not None:
@@ -151,6 +156,10 @@ def _model_turn(config: LoopConfig, state: RunState) -> Generator[Effect, Outcom
             StopReason.EXPLICIT_STOP,
             f"the model stopped explicitly: {response.stop_reason}",
         )
+    answer = answer_in_calls(config, state, response)
+    if answer is not None:  # tool mode: the final-result tool's arguments are the answer
+        yield from _complete(config, state, answer)
+        return
     if response.tool_calls:  # the crossing response is counted; none of its calls runs
         end_for_budget(check_after_usage(limits, state.usage))
         state.queue = list(response.tool_calls)
@@ -300,16 +309,24 @@ def _record_response(
 def _complete(config: LoopConfig, state: RunState, output: str) -> Generator[Effect, Outcome, None]:
     limits = config.limits
     yield from block_on_pending(config, state, "the final answer")
+    value: Any = output
+    if config.output is not None:
+        state.raw_output = output
+        value = config.output.read(output, limits.max_output_chars)
+        if isinstance(value, InvalidOutput):
+            reject_output(config, state, value, output)
+            return
     if config.validator is not None:
-        context = yield from completion_context(config, state.receipts)
-        verdict = config.validator(output, tuple(state.evidence.values()), context)
+        context = yield from completion_context(config, state.receipts, state.deps)
+        verdict = config.validator(value, tuple(state.evidence.values()), context)
         if isinstance(verdict, Reject):
             _reject(config, state, verdict)
             return
-    final, cut = truncate(output, limits.max_output_chars)
-    if cut:
-        state.trace.emit(OutputTruncated, original_chars=len(output), chars=len(final))
-    state.output = final
+    if config.output is None:  # a typed value is never cut: its answer's length was checked
+        value, cut = truncate(output, limits.max_output_chars)
+        if cut:
+            state.trace.emit(OutputTruncated, original_chars=len(output), chars=len(value))
+    state.output = value
     end(RunStatus.COMPLETED, StopReason.FINAL_OUTPUT, "the final answer passed every check")
 
 
@@ -353,7 +370,7 @@ def _describe(error: BaseException) -> dict[str, Any]:
     return described
 
 
-def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:
+def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[Any]:
     if ended.breach is not None:
         breach = ended.breach
         state.trace.emit(
@@ -389,6 +406,7 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult:
         stop_reason=ended.reason,
         detail=ended.detail[:4096],
         output=state.output,
+        raw_output=state.raw_output,
         usage=state.usage,
         limits=config.limits,
         messages=tuple(state.messages),

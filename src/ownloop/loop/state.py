@@ -52,7 +52,9 @@ class RunState:
         pending: Writes whose effect is unknown.
         last_action: The key of the last proposed action, for repeat detection.
         repeats: How many times in a row that action was proposed.
-        output: The final answer, once accepted.
+        output: The final answer, once accepted: text, or a value of the ``output_type``.
+        raw_output: The last final answer as the model gave it (typed runs only).
+        deps: The application's dependencies for this run (live objects: never stored).
         tools: The tools offered to the model (those the policy does not deny this actor).
         queue: Tool calls of the current turn not yet finished, the one in progress first.
         admitted_call_id: The queue head's id once it has been counted and checked for repeats.
@@ -86,7 +88,9 @@ class RunState:
     pending: list[PendingOperation] = field(default_factory=list)
     last_action: str | None = None
     repeats: int = 0
-    output: str | None = None
+    output: Any = None
+    raw_output: str | None = None
+    deps: Any = None
     tools: tuple[ToolSpec, ...] = ()
     queue: list[ToolCall] = field(default_factory=list)
     admitted_call_id: str | None = None

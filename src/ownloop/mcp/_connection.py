@@ -23,13 +23,13 @@ from typing import IO, Any
 import anyio
 import mcp.types as mcp_types
 from anyio.abc import TaskStatus
-from mcp import Client, StdioServerParameters
+from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from ownloop.exceptions import ConfigurationError, TransientToolError
-from ownloop.mcp._config import HttpServer, ServerOptions, StdioServer
+from ownloop.exceptions import ConfigurationError, ToolDefinitionError, TransientToolError
+from ownloop.mcp._config import HttpServer, InProcessServer, ServerOptions, StdioServer
 
 __all__ = ["Connection"]
 
@@ -123,9 +123,11 @@ class Connection:
 
     def _new_client(self, resources: AsyncExitStack) -> Client:
         options = self.options
-        if not isinstance(options, HttpServer | StdioServer):
+        if not isinstance(options, HttpServer | StdioServer | InProcessServer):
             raise ConfigurationError(f"not an MCP server record: {options!r}")
-        if isinstance(options, StdioServer):
+        if isinstance(options, InProcessServer):
+            transport: Any = options.server
+        elif isinstance(options, StdioServer):
             if self._stderr is None:
                 self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open for the life
                     "w+", encoding="utf-8", prefix=f"ownloop-mcp-{options.name}-", suffix=".log"
@@ -136,7 +138,7 @@ class Connection:
                 env=dict(options.env) if options.env is not None else None,
                 cwd=options.cwd,
             )
-            transport: Any = stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
+            transport = stdio_client(parameters, errlog=self._stderr)  # type: ignore[arg-type]
         else:
             http = create_mcp_http_client(headers=dict(options.headers))
             resources.push_async_callback(http.aclose)  # a client we pass in is ours to close
@@ -184,13 +186,25 @@ class Connection:
         self._client = None
 
     async def list_tools(self, task_group: anyio.abc.TaskGroup) -> list[mcp_types.Tool]:
-        """Every tool the server lists, following pagination (bounded)."""
+        """Every tool the server lists, following pagination (bounded).
+
+        Raises:
+            ToolDefinitionError: The server answered the listing with an error, or with one
+                the SDK could not read (too deep, for example).
+        """
         client = await self.ensure(task_group)
         tools: list[mcp_types.Tool] = []
         cursor: str | None = None
         for _ in range(100):
-            with anyio.fail_after(self.options.call_timeout_s):
-                page = await client.list_tools(cursor=cursor)
+            try:
+                with anyio.fail_after(self.options.call_timeout_s):
+                    page = await client.list_tools(cursor=cursor)
+            except MCPError as error:
+                raise ToolDefinitionError(
+                    f"MCP server {self.options.name!r} could not list its tools: {error.message}"[
+                        :2000
+                    ]
+                ) from error
             tools.extend(page.tools)
             cursor = page.next_cursor
             if cursor is None:

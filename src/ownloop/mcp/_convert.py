@@ -5,11 +5,16 @@ Python tools use (optional properties become required-but-nullable, and a ``null
 removed before the call, so the server applies its own default). Where strict mode cannot express
 the schema (free-form maps, ``allOf``, values of any type...), the tool keeps the server's schema
 with ``strict=False``: validation is still complete, only the provider's constrained decoding is
-lost. Arguments are validated against the server's own schema (JSON Schema, by ``jsonschema``)
-before any call is sent.
+lost. Arguments are validated against the schema the model was shown (every object closed) and
+then the server's own (see `ownloop.mcp._validate`) before any call is sent.
 
-Effects: ``readOnlyHint: true`` means ``read``; anything else (no annotations, ``false``) means
-``write``, which the default policy denies. An application overrides this per tool.
+Effects: what the operator declares (``effects``), else ``write`` (which the default policy
+denies): a server's annotations are believed only when its record says ``trust_annotations``,
+and then ``readOnlyHint: true`` means ``read``. A later listing never relaxes a tool offered.
+
+Optional properties that already admit ``null`` keep "absent" apart from ``null``: such a tool is
+offered with the server's schema (closed, ``strict=False``) rather than the strict form, which
+would make every property required.
 """
 
 from __future__ import annotations
@@ -18,81 +23,82 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-import jsonschema
 import mcp.types as mcp_types
-from jsonschema.exceptions import SchemaError
 
 from ownloop.contracts import Effect, JsonValue, Receipt, ToolSpec
 from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.mcp._config import ServerOptions
-from ownloop.tools import ArgumentCheck, ExternalHandler, ExternalTool, to_jsonable
-from ownloop.tools._schema import strict_schema
+from ownloop.mcp._validate import check_limits, closed, schema_check
+from ownloop.tools import ExternalHandler, ExternalTool, to_jsonable
+from ownloop.tools._schema import admits_null, strict_schema
 
-__all__ = ["build_tool", "call_result", "effect_of", "schema_check"]
+__all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
 _MAX_ERROR_CHARS = 2000
 
 
 def effect_of(tool: mcp_types.Tool, options: ServerOptions) -> Effect:
-    """The tool's effect: the application's override, else ``read`` only when read-only."""
-    override = options.effects.get(tool.name)
-    if override is not None:
-        return override
-    hints = tool.annotations
+    """The tool's effect: declared by the operator, else hinted ``read`` by a trusted server.
+
+    Every other tool is a ``write``.
+    """
+    declared = options.effects.get(tool.name)
+    if declared is not None:
+        return declared
+    hints = tool.annotations if options.trust_annotations else None
     return "read" if hints is not None and hints.read_only_hint is True else "write"
 
 
-def schema_check(schema: dict[str, Any], tool: str) -> ArgumentCheck:
-    """Build the validator of arguments against the server's JSON schema.
-
-    Raises:
-        ToolDefinitionError: The server's schema is not a valid JSON schema.
-    """
-    validator_class = jsonschema.validators.validator_for(schema, jsonschema.Draft202012Validator)
-    try:
-        validator_class.check_schema(schema)
-    except SchemaError as error:
-        raise ToolDefinitionError(
-            f"cannot take MCP tool {tool!r}: its inputSchema is invalid ({error.message})"
-        ) from None
-    validator = validator_class(schema)
-
-    def check(arguments: dict[str, Any]) -> str | None:
-        errors = sorted(validator.iter_errors(arguments), key=lambda error: list(error.path))
-        if not errors:
-            return None
-        problems = []
-        for error in errors[:8]:
-            where = ".".join(str(part) for part in error.absolute_path) or "(arguments)"
-            problems.append(f"{where}: {error.message}")
-        return "; ".join(problems)
-
-    return check
+def is_idempotent(tool: mcp_types.Tool, options: ServerOptions) -> bool:
+    """Whether a call may be sent again once sent: declared so, or hinted by a trusted server."""
+    if tool.name in options.idempotent:
+        return True
+    hints = tool.annotations if options.trust_annotations else None
+    return hints is not None and hints.idempotent_hint is True
 
 
 def build_tool(
-    tool: mcp_types.Tool, options: ServerOptions, handler: ExternalHandler
+    tool: mcp_types.Tool,
+    options: ServerOptions,
+    handler: ExternalHandler,
+    *,
+    floor: ToolSpec | None = None,
 ) -> ExternalTool:
     """Make the registry tool for one MCP tool of a server.
 
     Args:
         tool: The tool as the server listed it.
-        options: The server's record (prefix, overrides, idempotency argument).
+        options: The server's record (prefix, overrides, idempotency argument, trust).
         handler: Performs the call on the server.
+        floor: The spec this tool was offered with before, if it was: a new listing never
+            relaxes it (a write stays a write, a call not idempotent stays so).
 
     Raises:
         ToolDefinitionError: The prefixed name is not a valid tool name, or the schema is invalid.
     """
+    check_limits(
+        tool.input_schema,
+        tool=tool.name,
+        max_depth=options.max_schema_depth,
+        max_bytes=options.max_schema_bytes,
+    )
     source = _source_schema(tool.input_schema)
     key_argument = options.idempotency_argument
     takes_key = key_argument is not None and key_argument in source.get("properties", {})
     visible = _without(source, key_argument) if takes_key else source
+    shown = closed(visible)
     try:
+        if _keeps_absent(visible):  # documented: strict form would turn "absent" into null
+            raise ToolDefinitionError("an optional property admits null")
         parameters, strict = strict_schema(visible, f"MCP tool {tool.name}"), True
     except ToolDefinitionError:
-        parameters, strict = _plain(visible), False  # documented fallback: the server's schema
+        parameters, strict = _plain(shown), False  # documented fallback: the server's schema
     effect = effect_of(tool, options)
-    check = schema_check(visible, tool.name)
+    idempotent = takes_key or is_idempotent(tool, options)
+    if floor is not None:
+        effect = "write" if floor.effect == "write" else effect
+        idempotent = idempotent and floor.idempotent
+    check = schema_check(shown, visible, tool.name)
     name = f"{options.prefix}{tool.name}"
     try:
         spec = ToolSpec(
@@ -102,7 +108,7 @@ def build_tool(
             strict=strict,
             effect=effect,
             requires_approval=tool.name in options.approval_required,
-            idempotent=takes_key,
+            idempotent=idempotent,
             timeout_s=options.call_timeout_s,
         )
     except ValueError as error:
@@ -115,14 +121,28 @@ def build_tool(
 
 
 def call_result(
-    result: mcp_types.CallToolResult, *, call_id: str, tool: str
+    result: mcp_types.CallToolResult, *, call_id: str, tool: str, max_bytes: int
 ) -> Receipt | JsonValue:
     """Turn a call's result into what the runtime records.
 
     ``isError`` becomes an ``error`` receipt (the model sees the message and can act on it);
     otherwise the structured content when the server sent one, else the content blocks: the text
-    of a single text block, or each block as JSON.
+    of a single text block, or each block as JSON. A result whose JSON text is larger than
+    ``max_bytes`` is cut: it becomes ``{"truncated": {"bytes": N, "kept_bytes": M}, "text":
+    ...}`` holding the first ``M`` bytes of that text.
     """
+    value = _value(result, call_id=call_id, tool=tool)
+    if isinstance(value, Receipt):
+        return value
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    encoded = text.encode()
+    if len(encoded) <= max_bytes:
+        return value
+    kept = encoded[:max_bytes].decode(errors="ignore")
+    return {"truncated": {"bytes": len(encoded), "kept_bytes": len(kept.encode())}, "text": kept}
+
+
+def _value(result: mcp_types.CallToolResult, *, call_id: str, tool: str) -> Receipt | JsonValue:
     if result.is_error:
         text = _text(result.content) or "the tool reported an error"
         return Receipt(
@@ -154,6 +174,28 @@ def _maybe_json(text: str) -> JsonValue:
             return text
         return value
     return text
+
+
+def _keeps_absent(schema: Any) -> bool:
+    """Whether an object in the schema has an optional property that already admits null."""
+    if isinstance(schema, list):
+        return any(_keeps_absent(item) for item in schema)
+    if not isinstance(schema, dict):
+        return False
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = set(schema.get("required", ()))
+        for name, child in properties.items():
+            if name not in required and isinstance(child, dict) and _admits_null(child):
+                return True
+    return any(_keeps_absent(value) for value in schema.values())
+
+
+def _admits_null(node: dict[str, Any]) -> bool:
+    """Whether a property's schema says it takes ``null`` (an untyped schema says nothing)."""
+    return admits_null(node, {}) and any(
+        key in node for key in ("type", "anyOf", "oneOf", "const", "enum")
+    )
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,13 +7,28 @@ the trace and the outcome are kept in the store. A call that needs an approval a
 pending result naming the run and the request; once someone decides with ``ownloop approve RUN
 REQUEST``, the same call (same tool, same arguments) made again resumes exactly that run, which
 consumes the approval: it admits that call once. Invalid calls are answered without a run.
+
+Served calls happen at most once per thing the client can repeat (`served_call_key`): its
+idempotency key in ``_meta``, else the JSON-RPC request within its session. A served call's run id
+is derived from that key (so is the idempotency key its tool receives), so a repeat finds the run
+in the store by id and is answered from it, never executed again: a finished run's answer is
+given again, a run still in flight is awaited (bounded), a run interrupted elsewhere is reported
+unknown. A run is never cancelled with the client's request: once started it finishes and is
+stored. Calls without a client key are also found by their identity (actor, tool, canonical
+arguments): run ids ``mcp-<identity>-<n>`` for the n-th such call, the latest found by a binary
+search over ids, so a paused call is resumed and an unknown one answered, however many other
+runs the store holds.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import uuid
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any
 
 import anyio
@@ -33,14 +48,35 @@ from ownloop.contracts import (
     ToolMessage,
     UserMessage,
 )
-from ownloop.exceptions import ConfigurationError, RunLeased
+from ownloop.exceptions import ConfigurationError, RunLeased, StaleCheckpoint
+from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY
 from ownloop.policy import Policy
-from ownloop.store import RunStore
+from ownloop.store import RunStore, StoredRun
 from ownloop.tools import ToolRegistry, ToolRejection
 
-__all__ = ["RegistryServer"]
+__all__ = ["RegistryServer", "served_call_key"]
 
 _CALL_ID = "mcp-call"
+_MAX_KEY_CHARS = 256
+_REMEMBERED_REQUESTS = 10_000
+
+
+def served_call_key(meta: Mapping[str, Any] | None, session: str, request_id: object) -> str:
+    """What makes a served call the same call again: something the client can repeat.
+
+    Args:
+        meta: The request's ``_meta``; its `IDEMPOTENCY_META_KEY` (a non-empty string of at most
+            256 characters) is the client's own key for the call, valid across sessions.
+        session: An identifier of the client's session, unique to it.
+        request_id: The JSON-RPC request id, which the client may replay within its session.
+
+    Returns:
+        ``key:<the client's key>``, else ``request:<session>:<request id>``.
+    """
+    given = (meta or {}).get(IDEMPOTENCY_META_KEY)
+    if isinstance(given, str) and 0 < len(given) <= _MAX_KEY_CHARS:
+        return f"key:{given}"
+    return f"request:{session}:{json.dumps(request_id, default=str)}"
 
 
 class _ServedCall:
@@ -66,6 +102,8 @@ class RegistryServer:
         actor: Who every call acts for (from the server's configuration, never the client).
         policy: Who may call what; by default reads are allowed and writes denied.
         name: The server's name, as clients see it.
+        repeat_wait_s: How long a repeat of a call still in flight here waits for its answer
+            before it is told the call is still being performed.
     """
 
     def __init__(
@@ -76,6 +114,7 @@ class RegistryServer:
         actor: Actor | None = None,
         policy: Policy | None = None,
         name: str = "ownloop",
+        repeat_wait_s: float = 30.0,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise ConfigurationError(f"expected a ToolRegistry, got {type(registry).__name__}")
@@ -83,6 +122,11 @@ class RegistryServer:
         self.store = store
         self.actor = actor
         self.name = name
+        self.repeat_wait_s = repeat_wait_s
+        self._inflight: dict[str, asyncio.Future[RunResult]] = {}
+        self._deciding = asyncio.Lock()
+        self._requests: OrderedDict[str, str] = OrderedDict()  # request identity -> run id
+        self._sessions: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
         self._agent = Agent(
             _ServedCall(),
             registry,
@@ -103,34 +147,141 @@ class RegistryServer:
             for spec in self._agent.offered_tools(self.actor)
         ]
 
-    async def call(self, name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
-        """Serve one call: resume the run waiting for exactly this call, or start one.
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, *, key: str | None = None
+    ) -> types.CallToolResult:
+        """Serve one call at most once per key: answer a repeat from its run, or start one.
 
         Args:
             name: The tool.
             arguments: The client's arguments (untrusted).
+            key: What the client can repeat (`served_call_key`); ``None`` for a call known only
+                by its identity (actor, tool, arguments).
 
         Returns:
             The tool's result; ``isError`` for refusals, errors, unknown effects and calls
             waiting for an approval (whose structured content names the run and request).
         """
+        offered = sorted(spec.name for spec in self._agent.offered_tools(self.actor))
+        if name not in offered:  # never name tools this caller may not call
+            return _error(
+                f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.",
+                {"status": "rejected", "code": "unknown_tool"},
+            )
         checked = self.registry.validate(
             ToolCall(id=_CALL_ID, name=name, arguments=dict(arguments or {}))
         )
         if isinstance(checked, ToolRejection):
             return _error(checked.message, {"status": "rejected", "code": checked.code})
-        prefix = f"mcp-{self._call_key(checked.digest)}-"
-        waiting = await self._waiting_run(prefix)
+        task = json.dumps({"tool": name, "arguments": checked.canonical})
+        identity = self._call_key(checked.digest)
         try:
-            if waiting is not None:
-                result = await self._agent.resume(waiting)
-            else:
-                task = json.dumps({"tool": name, "arguments": checked.canonical})
-                run_id = f"{prefix}{uuid.uuid4().hex[:12]}"
-                result = await self._agent.run(task, actor=self.actor, run_id=run_id)
-        except RunLeased:
+            async with self._deciding:  # calls decide one at a time (a few lookups by id)
+                write = checked.tool.spec.effect == "write"
+                running = await self._decide(identity, task, key, write=write)
+        except (RunLeased, StaleCheckpoint):
+            return _error("this call is being served already; try again shortly", {})
+        if isinstance(running, types.CallToolResult):
+            return running
+        future, repeat = running
+        return await self._await(future, self.repeat_wait_s if repeat else None)
+
+    async def _decide(
+        self, identity: str, task: str, key: str | None, *, write: bool
+    ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
+        """Find the run this call already has (a repeat), or start its own.
+
+        Without a client key, the latest call of the same identity is this one when it waits
+        for an approval, or (for a write) when it is in flight or its effect is unknown.
+        """
+        run_id: str | None
+        if key is not None and key.startswith("key:"):
+            run_id = f"mcp-k-{self._call_key(key)}"
+        else:
+            run_id = self._requests.get(key) if key is not None else None
+        stored = await self.store.get(run_id) if run_id is not None else None
+        if run_id is None or (stored is None and run_id not in self._inflight):
+            latest = await self._latest(identity)
+            if run_id is None and latest is not None and _still_open(latest, write=write):
+                run_id, stored = latest.snapshot.run_id, latest
+            elif run_id is None:
+                generation = _generation(latest) + 1
+                run_id = f"mcp-{identity}-{generation}"
+        if key is not None and not key.startswith("key:"):
+            self._remember(key, run_id)
+        if run_id in self._inflight:
+            return self._inflight[run_id], True
+        if stored is not None:
+            return await self._from_stored(stored, task)
+        return self._start(run_id, self._agent.run(task, actor=self.actor, run_id=run_id)), False
+
+    async def _from_stored(
+        self, stored: StoredRun, task: str
+    ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
+        snapshot = stored.snapshot
+        if snapshot.task != task:
+            return _error(
+                "This idempotency key was used for a different call; use a new key.",
+                {"status": "rejected", "code": "key_reused", "run_id": snapshot.run_id},
+            )
+        if snapshot.state == "paused":
+            return self._start(snapshot.run_id, self._agent.resume(snapshot.run_id)), False
+        if snapshot.state == "running" or snapshot.result is None:
+            return _error(
+                f"This call was started before (run {snapshot.run_id}) and did not finish "
+                "here: its outcome is unknown. It will not be performed again.",
+                {"status": "unknown", "run_id": snapshot.run_id},
+            )
+        return _answer(snapshot.result)
+
+    def _start(self, run_id: str, work: Any) -> asyncio.Future[RunResult]:
+        """Run ``work`` in a task of its own: a client cancelling its request cannot stop it."""
+        future: asyncio.Future[RunResult] = asyncio.ensure_future(work)
+        self._inflight[run_id] = future
+        future.add_done_callback(lambda _: self._inflight.pop(run_id, None))
+        return future
+
+    async def _await(
+        self, running: asyncio.Future[RunResult], bound: float | None
+    ) -> types.CallToolResult:
+        """Wait for a run (a repeat waits at most ``bound``); cancelling this leaves it going."""
+        try:
+            result = await asyncio.wait_for(asyncio.shield(running), bound)
+        except TimeoutError:
+            return _error("This call is still being performed; ask again later.", {})
+        except (RunLeased, StaleCheckpoint):
             return _error("this call is being served already; try again shortly", {})
         return _answer(result)
+
+    async def _latest(self, identity: str) -> StoredRun | None:
+        """The latest run of calls with this identity, found in O(log n) lookups by id."""
+
+        async def get(generation: int) -> StoredRun | None:
+            return await self.store.get(f"mcp-{identity}-{generation}")
+
+        if await get(1) is None:
+            return None
+        low, high = 1, 2
+        while await get(high) is not None:
+            low, high = high, high * 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            if await get(middle) is None:
+                high = middle
+            else:
+                low = middle
+        return await get(low)
+
+    def _remember(self, request: str, run_id: str) -> None:
+        self._requests[request] = run_id
+        self._requests.move_to_end(request)
+        while len(self._requests) > _REMEMBERED_REQUESTS:
+            self._requests.popitem(last=False)
+
+    def _session(self, session: Any) -> str:
+        if session not in self._sessions:
+            self._sessions[session] = uuid.uuid4().hex
+        return self._sessions[session]
 
     def server(self) -> Server[Any]:
         """The MCP SDK's low-level server object for this registry."""
@@ -141,7 +292,8 @@ class RegistryServer:
         async def call_tool(
             context: Any, params: types.CallToolRequestParams
         ) -> types.CallToolResult:
-            return await self.call(params.name, params.arguments)
+            key = served_call_key(params.meta, self._session(context.session), context.request_id)
+            return await self.call(params.name, params.arguments, key=key)
 
         return Server(self.name, on_list_tools=list_tools, on_call_tool=call_tool)
 
@@ -159,13 +311,24 @@ class RegistryServer:
         actor = self.actor.model_dump_json() if self.actor is not None else ""
         return hashlib.sha256(f"{actor}:{digest}".encode()).hexdigest()[:24]
 
-    async def _waiting_run(self, prefix: str) -> str | None:
-        paused = await self.store.list_runs(state="paused", limit=1000)
-        matching = sorted(run.run_id for run in paused if run.run_id.startswith(prefix))
-        return matching[0] if matching else None
-
     def __repr__(self) -> str:
         return f"RegistryServer(name={self.name!r}, tools={list(self.registry.names())!r})"
+
+
+def _generation(stored: StoredRun | None) -> int:
+    return 0 if stored is None else int(stored.snapshot.run_id.rsplit("-", 1)[1])
+
+
+def _still_open(stored: StoredRun, *, write: bool) -> bool:
+    """Whether a repeat belongs to this run: waiting for approval; a write in flight or unknown."""
+    snapshot = stored.snapshot
+    if snapshot.state == "paused":
+        return True
+    if not write:
+        return False
+    if snapshot.state == "running" or snapshot.result is None:
+        return True
+    return snapshot.result.status is RunStatus.UNRESOLVED
 
 
 def _answer(result: RunResult) -> types.CallToolResult:

@@ -19,6 +19,7 @@ from typing import Any, Self
 
 import anyio
 import anyio.abc
+import httpx
 import mcp.types as mcp_types
 from anyio.abc import TaskStatus
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -26,18 +27,24 @@ from mcp import MCPError
 
 from ownloop.contracts import Effect, Receipt, ToolSpec
 from ownloop.exceptions import ConfigurationError, TransientToolError
-from ownloop.mcp._config import HttpServer, StdioServer
+from ownloop.mcp._config import HttpServer, InProcessServer, StdioServer
 from ownloop.mcp._connection import Connection
 from ownloop.mcp._convert import build_tool, call_result
-from ownloop.tools import DEFAULT_MAX_ARGUMENT_BYTES, ExternalTool, ToolContext, ToolRegistry
+from ownloop.tools import DEFAULT_MAX_ARGUMENT_BYTES, ToolContext, ToolRegistry
 
 __all__ = ["IDEMPOTENCY_META_KEY", "MCPToolset"]
 
 IDEMPOTENCY_META_KEY = "io.github.ownloop/idempotency-key"
 """The ``_meta`` key under which every write call carries its idempotency key."""
 
+_TRANSPORT_FAILURES = (
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    httpx.TransportError,
+    OSError,  # after TimeoutError, which is one but says nothing about the connection
+)
 _CONNECTION_CLOSED = -32000
-_REQUEST_TIMEOUT = -32001
 _REFUSALS = frozenset({-32600, -32601, -32602})  # invalid request, no such method, bad params:
 # the server refused before running anything. Any other error answer to a write (an internal
 # error, say) may come after part of it ran, so its effect is unknown.
@@ -47,7 +54,8 @@ class MCPToolset(ToolRegistry):
     """The tools of one or more MCP servers, as a registry an `Agent` can own.
 
     Args:
-        *servers: The servers (`StdioServer`, `HttpServer`); their names must be distinct.
+        *servers: The servers (`StdioServer`, `HttpServer`, `InProcessServer`); their names
+            must be distinct.
         effects: Effect overrides by registry name (prefix included), for example from a policy
             file's ``tool_effects``; they win over the server records' own ``effects``.
         max_argument_bytes: The cap on one call's raw arguments.
@@ -58,13 +66,17 @@ class MCPToolset(ToolRegistry):
 
     def __init__(
         self,
-        *servers: StdioServer | HttpServer,
+        *servers: StdioServer | HttpServer | InProcessServer,
         effects: Mapping[str, Effect] | None = None,
         max_argument_bytes: int = DEFAULT_MAX_ARGUMENT_BYTES,
     ) -> None:
         super().__init__(max_argument_bytes=max_argument_bytes)
-        if not all(isinstance(server, StdioServer | HttpServer) for server in servers):
-            raise ConfigurationError("MCPToolset takes StdioServer or HttpServer records")
+        if not all(
+            isinstance(server, StdioServer | HttpServer | InProcessServer) for server in servers
+        ):
+            raise ConfigurationError(
+                "MCPToolset takes StdioServer, HttpServer or InProcessServer records"
+            )
         names = [server.name for server in servers]
         if len(set(names)) != len(names):
             raise ConfigurationError(f"MCP server names must be distinct, got {names}")
@@ -74,6 +86,9 @@ class MCPToolset(ToolRegistry):
             for server in servers
         }
         self._owned: dict[str, set[str]] = {name: set() for name in names}
+        self._offered: dict[str, ToolSpec] = {}  # the strictest spec each tool ever had
+        self._refreshing: set[str] = set()
+        self._pending: set[str] = set()
         self._portal_context: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
         self._task_group: anyio.abc.TaskGroup | None = None
@@ -186,23 +201,44 @@ class MCPToolset(ToolRegistry):
 
     def _changed(self, server: str) -> Any:
         async def refresh() -> None:
+            """Coalesce change notices: at most one listing in flight and one pending."""
+            if server in self._refreshing:
+                self._pending.add(server)
+                return
+            self._refreshing.add(server)
             self._group().start_soon(self._refresh_quietly, self._connections[server])
 
         return refresh
 
     async def _refresh_quietly(self, connection: Connection) -> None:
-        """Refresh after a change notice; on failure keep the tools as they were."""
+        """Refresh after change notices; on failure keep the tools as they were."""
+        server = connection.options.name
         try:
-            await self._sync_tools(connection)
-        except Exception as error:  # a bad listing must not take the other servers down
-            self.refresh_error = error
+            while True:
+                self._pending.discard(server)
+                try:
+                    await self._sync_tools(connection)
+                except Exception as error:  # a bad listing must not take the other servers down
+                    self.refresh_error = error
+                if server not in self._pending:
+                    return
+        finally:
+            self._refreshing.discard(server)
 
     async def _sync_tools(self, connection: Connection) -> None:
         """Make the registry hold exactly the server's current tools."""
         options = connection.options
         listed = await connection.list_tools(self._group())
         wanted = [t for t in listed if options.tools is None or t.name in options.tools]
-        built = [build_tool(tool, options, self._handler(connection, tool)) for tool in wanted]
+        built = [
+            build_tool(
+                tool,
+                options,
+                self._handler(connection, tool),
+                floor=self._offered.get(f"{options.prefix}{tool.name}"),
+            )
+            for tool in wanted
+        ]
         owned = self._owned[options.name]
         for tool in built:
             if tool.name in self and tool.name not in owned:
@@ -215,6 +251,7 @@ class MCPToolset(ToolRegistry):
                 self.remove(name)
             for tool in built:
                 self.register(tool, replace=True)
+                self._offered[tool.name] = tool.spec
             self._owned[options.name] = {tool.name for tool in built}
 
     def _handler(self, connection: Connection, tool: mcp_types.Tool) -> Any:
@@ -243,24 +280,29 @@ class MCPToolset(ToolRegistry):
             {IDEMPOTENCY_META_KEY: context.idempotency_key} if context.idempotency_key else None
         )
         registry_name = context.tool
-        write = _is_write(self.get(registry_name))
+        spec = self._offered[registry_name]  # the strictest this tool was ever offered as
+        write, again = spec.effect == "write", spec.idempotent
         try:
-            with anyio.fail_after(timeout):
-                result = await client.call_tool(
-                    name, arguments, read_timeout_seconds=timeout, meta=meta
-                )
+            with anyio.fail_after(timeout):  # abandoning it sends notifications/cancelled
+                result = await client.call_tool(name, arguments, meta=meta)
         except MCPError as error:
-            if error.code == _REQUEST_TIMEOUT:
-                raise TimeoutError(f"MCP call {name!r} timed out after {timeout:g}s") from error
             if error.code in _REFUSALS or (error.code != _CONNECTION_CLOSED and not write):
                 return _refused(context, error)  # the server answered; a read changed nothing
             if error.code == _CONNECTION_CLOSED:
                 connection.dropped()
-            raise _lost(name, write, error) from error
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
+            return _lost(context, name, error, write=write, again=again)
+        except TimeoutError as error:  # an OSError, but the connection is fine: only this
+            # request was abandoned (the SDK sends notifications/cancelled for it)
+            return _timed_out(context, name, timeout, write=write, again=again, cause=error)
+        except _TRANSPORT_FAILURES as error:
             connection.dropped()
-            raise _lost(name, write, error) from error
-        return call_result(result, call_id=context.call_id, tool=registry_name)
+            return _lost(context, name, error, write=write, again=again)
+        return call_result(
+            result,
+            call_id=context.call_id,
+            tool=registry_name,
+            max_bytes=connection.options.max_result_bytes,
+        )
 
     def _running_portal(self) -> BlockingPortal:
         if self._portal is None:
@@ -271,7 +313,9 @@ class MCPToolset(ToolRegistry):
         return f"MCPToolset(servers={list(self._connections)!r}, tools={list(self.names())!r})"
 
 
-def _with_overrides(server: StdioServer | HttpServer, effects: Mapping[str, Effect]) -> Any:
+def _with_overrides(
+    server: StdioServer | HttpServer | InProcessServer, effects: Mapping[str, Effect]
+) -> Any:
     prefix = server.prefix
     mine = {
         name[len(prefix) :]: effect for name, effect in effects.items() if name.startswith(prefix)
@@ -279,10 +323,6 @@ def _with_overrides(server: StdioServer | HttpServer, effects: Mapping[str, Effe
     if not mine:
         return server
     return server.model_copy(update={"effects": {**server.effects, **mine}})
-
-
-def _is_write(tool: Any) -> bool:
-    return isinstance(tool, ExternalTool) and tool.spec.effect == "write"
 
 
 def _refused(context: ToolContext, error: MCPError) -> Receipt:
@@ -295,9 +335,40 @@ def _refused(context: ToolContext, error: MCPError) -> Receipt:
     )
 
 
-def _lost(name: str, write: bool, error: BaseException) -> Exception:
-    """A call that failed after it was sent: a read is retried; a write's effect is unknown."""
+def _timed_out(
+    context: ToolContext,
+    name: str,
+    timeout: float,
+    *,
+    write: bool,
+    again: bool,
+    cause: BaseException,
+) -> Receipt:
+    """A call abandoned at its timeout: a write's effect is unknown; see `_lost` for reads."""
+    error = TimeoutError(f"MCP call {name!r} timed out after {timeout:g}s")
+    error.__cause__ = cause
+    lost: Receipt = _lost(context, name, error, write=write, again=again)
+    return lost
+
+
+def _lost(
+    context: ToolContext, name: str, error: BaseException, *, write: bool, again: bool
+) -> Receipt:
+    """A call that failed after it was sent.
+
+    A write's effect is unknown (raised, so the runtime records it so); an idempotent read is
+    retried (a transient failure); any other read is not sent again, since a server that is not
+    trusted may have done something: its receipt is an error the model sees.
+    """
     message = f"MCP call {name!r} failed after it was sent: {error}"
     if write:
-        return ConnectionError(message)
-    return TransientToolError(message)
+        raise ConnectionError(message) from error
+    if again:
+        raise TransientToolError(message) from error
+    return Receipt(
+        call_id=context.call_id,
+        tool=context.tool,
+        status="error",
+        effect="none",
+        message=f"{message}; not sent again (the tool is not declared idempotent)"[:2000],
+    )

@@ -17,11 +17,12 @@ from typing import Any, Self
 import openai
 
 from ownloop.budgets import ask_send_budget
-from ownloop.contracts import TokenUsage
+from ownloop.contracts import OutputMode, TokenUsage
 from ownloop.exceptions import ProviderError, TransientModelError
 from ownloop.models._chat_stream import ChatStreamAssembler
 from ownloop.models._compat import CompatProfile
 from ownloop.models._normalize import ParsedTurn
+from ownloop.models._output_format import preferred_output_mode
 from ownloop.models._responses_stream import ResponsesStreamAssembler
 from ownloop.models._settings import read_settings
 from ownloop.models._transport import Connection, Endpoint, Transport
@@ -81,6 +82,15 @@ class OpenAIAdapter:
             profile=settings.profile,
             client=client,
         )
+
+    @property
+    def output_mode(self) -> OutputMode:
+        """How this adapter asks for a typed answer by default (``Agent(output_type=...)``).
+
+        ``native`` (the server's JSON-schema output) unless the profile says the server has
+        none (``response_format="none"``); then ``tool``, a final-result tool.
+        """
+        return preferred_output_mode(self.profile)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> Self:

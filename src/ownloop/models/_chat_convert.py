@@ -33,6 +33,7 @@ from ownloop.models._normalize import (
     text_of,
     token_usage,
 )
+from ownloop.models._output_format import chat_response_format
 from ownloop.models._text_calls import recognize_text_tool_calls
 
 __all__ = ["chat_body", "parse_completion", "tool_choice"]
@@ -84,6 +85,9 @@ def chat_body(
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     if stop and profile.stop_sequences:
         body["stop"] = list(stop)
+    response_format = chat_response_format(request, profile) if native else None
+    if response_format is not None:
+        body["response_format"] = response_format
     if settings.stream and (profile.stream_with_tools or "tools" not in body):
         body["stream"] = True
         if profile.stream_usage:
@@ -207,6 +211,19 @@ def _calls(message: dict[str, Any], keep_extra: bool, items: list[JsonValue]) ->
     return calls
 
 
+def reasoning_text(message: dict[str, Any]) -> str:
+    """The reasoning a chat message carries (``reasoning_content``, or ``reasoning`` as text).
+
+    Servers send it under either name (llama.cpp, vLLM, DeepSeek, OpenRouter); it costs tokens
+    whether or not the profile replays it.
+    """
+    return "".join(
+        text
+        for key in ("reasoning_content", "reasoning")
+        if isinstance(text := message.get(key), str)
+    )
+
+
 def parse_completion(
     body: Any, *, profile: CompatProfile, declared: Sequence[str] = ()
 ) -> ParsedTurn:
@@ -238,6 +255,7 @@ def parse_completion(
         reasoning = message.get("reasoning_content")
         if profile.replay_vendor_fields and isinstance(reasoning, str) and reasoning:
             turn.items.append({"type": _REASONING_ITEM, "text": reasoning})
+        turn.reasoning += reasoning_text(message)
         found = _calls(message, profile.replay_vendor_fields, turn.items)
         turn.calls.extend(found)
         finish = choice.get("finish_reason", message.get("finish_reason"))

@@ -37,6 +37,7 @@ class _Slot:
 class _Choice:
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
+    other_reasoning: list[str] = field(default_factory=list)  # sent as "reasoning"
     slots: dict[int, _Slot] = field(default_factory=dict)
     finish: str | None = None
 
@@ -108,7 +109,10 @@ class ChatStreamAssembler:
             self._mark_first_token()
         if isinstance(reasoning, str) and reasoning:
             state.reasoning.append(reasoning)
-        if reasoning or delta.get("reasoning"):
+        other = delta.get("reasoning")
+        if isinstance(other, str) and other:
+            state.other_reasoning.append(other)
+        if reasoning or other:
             self._mark_first_token()
         calls = delta.get("tool_calls")
         if isinstance(calls, dict):
@@ -166,6 +170,8 @@ class ChatStreamAssembler:
             message: dict[str, Any] = {"role": "assistant", "content": "".join(state.text)}
             if state.reasoning:
                 message["reasoning_content"] = "".join(state.reasoning)
+            if state.other_reasoning:
+                message["reasoning"] = "".join(state.other_reasoning)
             calls = []
             for slot in state.slots.values():
                 arguments = "".join(slot.fragments) if slot.whole is None else slot.whole

@@ -55,6 +55,10 @@ class CompatProfile:
             call a second tool after the first results.
         stream_with_tools: The server can stream a reply while tools are offered; when
             ``False`` such a request is sent whole and its text replayed to stream listeners.
+        response_format: How the server constrains a typed answer (``Agent(output_type=...)``):
+            ``json_schema`` (OpenAI's structured output), ``json_object`` (a ``schema`` beside
+            ``type: json_object``, as llama-cpp-python takes it), or ``none`` (neither: typed
+            answers use a final-result tool unless ``output_mode`` says otherwise).
     """
 
     name: str
@@ -72,6 +76,7 @@ class CompatProfile:
     required_tool_choice: bool = True
     fold_tool_results: bool = False
     stream_with_tools: bool = True
+    response_format: Literal["json_schema", "json_object", "none"] = "json_schema"
 
     def __repr__(self) -> str:
         return f"CompatProfile({self.name!r})"
@@ -86,15 +91,22 @@ _COMPATIBLE = CompatProfile(
     null_assistant_content=False,
     max_tokens_field="max_tokens",
     parallel_tool_calls=False,
+    response_format="none",
 )
 
 PROFILES: dict[str, CompatProfile] = {
     "openai": _OPENAI,
     "compatible": _COMPATIBLE,
-    "ollama": dataclasses.replace(_COMPATIBLE, name="ollama", text_tool_calls=True),
-    "vllm": dataclasses.replace(_COMPATIBLE, name="vllm", text_tool_calls=True),
+    "ollama": dataclasses.replace(
+        _COMPATIBLE, name="ollama", text_tool_calls=True, response_format="json_schema"
+    ),
+    "vllm": dataclasses.replace(
+        _COMPATIBLE, name="vllm", text_tool_calls=True, response_format="json_schema"
+    ),
     "deepseek": dataclasses.replace(_COMPATIBLE, name="deepseek", replay_vendor_fields=True),
-    "gemini": dataclasses.replace(_COMPATIBLE, name="gemini", replay_vendor_fields=True),
+    "gemini": dataclasses.replace(
+        _COMPATIBLE, name="gemini", replay_vendor_fields=True, response_format="json_schema"
+    ),
     "llamacpp": dataclasses.replace(
         _COMPATIBLE,
         name="llamacpp",
@@ -102,6 +114,7 @@ PROFILES: dict[str, CompatProfile] = {
         required_tool_choice=False,
         fold_tool_results=True,
         stream_with_tools=False,
+        response_format="json_object",
     ),
 }
 """The named profiles: ``openai`` (the default) sends everything OpenAI documents; ``compatible``
@@ -148,6 +161,9 @@ _AVOIDABLE: tuple[tuple[re.Pattern[str], str, object], ...] = (
     (re.compile(r"^(messages|input)\[\d+\]\.role$"), "system_role", "system"),
 )
 _OTHER_HINTS = {
+    "response_format": "the server does not take a JSON-schema response_format: pass "
+    "output_mode='tool' (or 'prompted') to the Agent, or use a profile whose response_format "
+    "is 'none'",
     "temperature": "leave ModelSettings.temperature unset for this model",
     "max_output_tokens": "leave ModelSettings.max_output_tokens unset for this model",
     "include": "the model returns no encrypted reasoning: pass reasoning=False to "

@@ -237,6 +237,8 @@ def build_error(
     profile: CompatProfile | None = None,
     secrets: Sequence[str] = (),
     in_stream: bool = False,
+    endpoint: str | None = None,
+    base_url: str | None = None,
 ) -> ProviderError:
     """Build the provider-neutral error for what a server said.
 
@@ -249,6 +251,9 @@ def build_error(
             rejected parameter.
         secrets: Values that must never appear in the message.
         in_stream: Whether the error arrived inside a successful (200) stream.
+        endpoint: The API the request went to (``chat`` or ``responses``), if known, so a
+            missing endpoint's hint fits it.
+        base_url: The base URL the request went to (without credentials), if known.
 
     Returns:
         A `TransientModelError` when retrying may help, else a `PermanentModelError`.
@@ -274,6 +279,8 @@ def build_error(
         parameter=parameter,
         in_stream=in_stream,
         profile=profile,
+        endpoint=endpoint,
+        base_url=base_url,
     )
     context: dict[str, Any] = {
         "category": category,
@@ -294,6 +301,8 @@ def _describe(
     parameter: str | None,
     in_stream: bool,
     profile: CompatProfile | None,
+    endpoint: str | None = None,
+    base_url: str | None = None,
 ) -> str:
     said = envelope.message or f"the provider gave no message ({envelope.type or 'no type'})"
     if envelope.detail:
@@ -315,5 +324,20 @@ def _describe(
     if category == "invalid_request" and status is not None and status >= 500:
         text += f"; {rejection_hint(profile)}" if profile is not None else ""
     if category == "endpoint_not_supported":
-        text += "; this server may not implement this API: try OWNLOOP_API=chat"
+        text += f"; {_missing_endpoint_hint(endpoint, base_url)}"
     return text
+
+
+def _missing_endpoint_hint(endpoint: str | None, base_url: str | None) -> str:
+    """What to check when the server has no such endpoint: the path first, then the API."""
+    where = f" ({base_url})" if base_url else ""
+    hint = (
+        f"check the base URL's path{where}: OpenAI-compatible servers usually serve the API "
+        "under /v1, as in OPENAI_BASE_URL=http://127.0.0.1:8080/v1"
+    )
+    if endpoint == "chat":
+        return hint
+    return (
+        f"{hint}; if the path is right, this server may not implement the Responses API: "
+        "try OWNLOOP_API=chat"
+    )

@@ -76,6 +76,8 @@ class ParsedTurn:
         model: The model the server reported.
         response_id: The server's id for the response.
         items: Opaque items to replay on the next turn.
+        reasoning: Reasoning text the server sent (``reasoning_content``), replayed or not:
+            counted when the server reports no usage.
     """
 
     text: str | None = None
@@ -86,6 +88,7 @@ class ParsedTurn:
     model: str | None = None
     response_id: str | None = None
     items: list[JsonValue] = field(default_factory=list)
+    reasoning: str = ""
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import openai
 
-from ownloop.contracts import ModelRequest, ModelResponse, TokenUsage
+from ownloop.contracts import ModelRequest, ModelResponse, OutputMode, TokenUsage
 from ownloop.exceptions import ConfigurationError, PermanentModelError
 from ownloop.models._adapter import Fail, OpenAIAdapter
 from ownloop.models._chat_convert import chat_body, parse_completion
@@ -67,6 +67,14 @@ class ReActTextModel(OpenAIAdapter):
     Raises:
         ConfigurationError: If ``max_format_retries`` is negative, or as for `OpenAIAdapter`.
     """
+
+    @property
+    def output_mode(self) -> OutputMode:
+        """How this adapter asks for a typed answer by default: ``prompted``.
+
+        A text ReAct model is told the schema and answers JSON in its final answer's text.
+        """
+        return "prompted"
 
     def __init__(
         self,

@@ -123,8 +123,9 @@ def estimated_usage(request: ModelRequest, turn: ParsedTurn) -> TokenUsage:
     """Estimate a reply's tokens when the server reported none, marked as estimated.
 
     Budgets must not trust a server to report usage (a stream without ``include_usage``, a
-    server that omits it): the request is counted with `estimate_request_tokens`, the reply's text
-    and tool calls with the same counter.
+    server that omits it): the request is counted with `estimate_request_tokens`, and everything
+    the reply carried with the same counter: its text, refusal, reasoning text (replayed or not)
+    and tool calls (names and arguments).
 
     Args:
         request: The request sent.
@@ -134,7 +135,7 @@ def estimated_usage(request: ModelRequest, turn: ParsedTurn) -> TokenUsage:
         The estimate, ``estimated=True``.
     """
     count = token_counter()
-    output = count(turn.text or "") + count(turn.refusal or "")
+    output = count(turn.text or "") + count(turn.refusal or "") + count(turn.reasoning)
     for call in turn.calls:
         output += count(call.name) + count(arguments_text(call.arguments))
     return TokenUsage(

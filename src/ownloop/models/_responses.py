@@ -7,7 +7,7 @@ from typing import Any
 
 import openai
 
-from ownloop.contracts import ModelRequest, ModelResponse
+from ownloop.contracts import ModelRequest, ModelResponse, OutputMode
 from ownloop.models._adapter import Fail, OpenAIAdapter
 from ownloop.models._compat import CompatProfile
 from ownloop.models._normalize import ParsedTurn
@@ -51,6 +51,14 @@ class OpenAIResponsesModel(OpenAIAdapter):
         connect_timeout_s: As for `OpenAIAdapter`.
         client: As for `OpenAIAdapter`.
     """
+
+    @property
+    def output_mode(self) -> OutputMode:
+        """How this adapter asks for a typed answer by default: ``native``.
+
+        The Responses API takes the answer's JSON schema as ``text.format``.
+        """
+        return "native"
 
     def __init__(
         self,

@@ -31,6 +31,7 @@ from ownloop.models._normalize import (
     normalize_finish,
     token_usage,
 )
+from ownloop.models._output_format import responses_text_format
 
 __all__ = ["parse_response", "responses_body", "sanitize_item"]
 
@@ -82,6 +83,9 @@ def responses_body(
         body["parallel_tool_calls"] = settings.parallel_tool_calls
     if settings.stream:
         body["stream"] = True
+    text = responses_text_format(request, profile)
+    if text is not None:
+        body["text"] = text
     return body
 
 
@@ -202,6 +206,17 @@ def _sanitize_message(item: dict[str, Any]) -> dict[str, Any]:
     return kept
 
 
+def _reasoning_text(item: dict[str, Any]) -> str:
+    """The readable text of a reasoning item: its summary and its reasoning content parts."""
+    parts: list[Any] = []
+    for key in ("summary", "content"):
+        value = item.get(key)
+        if isinstance(value, list):
+            parts.extend(value)
+    texts = (part.get("text") for part in parts if isinstance(part, dict))
+    return "".join(text for text in texts if isinstance(text, str))
+
+
 def _read_items(output: Any, turn: ParsedTurn) -> None:
     texts: list[str] = []
     for raw in output if isinstance(output, list) else ():
@@ -209,6 +224,8 @@ def _read_items(output: Any, turn: ParsedTurn) -> None:
         if item is None:
             continue
         turn.items.append(item)
+        if item["type"] == "reasoning":
+            turn.reasoning += _reasoning_text(raw)
         if item["type"] == "function_call" and item["name"]:
             turn.calls.append(RawCall(item["call_id"], item["name"], item["arguments"], item))
         elif item["type"] == "message":

@@ -244,6 +244,7 @@ class Transport:
         headers: Mapping[str, str] | None = None,
         request_id: str | None = None,
         in_stream: bool = True,
+        endpoint: Endpoint | None = None,
     ) -> ProviderError:
         """Build the error for an error payload, with this transport's profile and secrets."""
         return build_error(
@@ -254,6 +255,8 @@ class Transport:
             profile=self.profile,
             secrets=(self.connection.api_key,),
             in_stream=in_stream,
+            endpoint=endpoint,
+            base_url=self.connection.display_url,
         )
 
     @asynccontextmanager
@@ -285,7 +288,7 @@ class Transport:
             async with resource.with_streaming_response.create(**arguments) as response:
                 yield Reply(response)
         except openai.APIStatusError as error:
-            raise self._status_error(error) from None
+            raise self._status_error(error, endpoint) from None
         except ProviderError:
             raise
         except Exception as error:
@@ -299,7 +302,7 @@ class Transport:
                 category=category,
             ) from None
 
-    def _status_error(self, error: openai.APIStatusError) -> ProviderError:
+    def _status_error(self, error: openai.APIStatusError, endpoint: Endpoint) -> ProviderError:
         response = error.response
         try:
             content: Any = response.content
@@ -311,6 +314,7 @@ class Transport:
             headers=response.headers,
             request_id=error.request_id,
             in_stream=False,
+            endpoint=endpoint,
         )
 
 

@@ -15,6 +15,7 @@ from ownloop.exceptions import ConfigurationError
 from ownloop.redaction._markers import redact_marker
 
 __all__ = [
+    "AWS_PREFIXES",
     "DEFAULT_KEYS",
     "DEFAULT_PATTERNS",
     "PatternLike",
@@ -113,7 +114,7 @@ class SecretPattern:
 PatternLike = str | re.Pattern[str] | SecretPattern
 """What a redaction pattern may be given as."""
 
-_AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
+AWS_PREFIXES = ("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "APKA")
 
 DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     SecretPattern(
@@ -147,8 +148,8 @@ DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
     ),
     SecretPattern(
         "aws_access_key",
-        rf"(?<![A-Z0-9])(?:{'|'.join(_AWS_PREFIXES)})[A-Z0-9]{{16}}(?![A-Z0-9])",
-        hints=tuple(prefix.lower() for prefix in _AWS_PREFIXES),
+        rf"(?<![A-Z0-9])(?:{'|'.join(AWS_PREFIXES)})[A-Z0-9]{{16}}(?![A-Z0-9])",
+        hints=tuple(prefix.lower() for prefix in AWS_PREFIXES),
     ),
     SecretPattern(
         "github_token",

@@ -22,6 +22,7 @@ from ownloop.redaction._patterns import (
     DEFAULT_KEYS,
     DEFAULT_PATTERNS,
     PatternLike,
+    SecretPattern,
     as_pattern,
     assignment_pattern,
     key_words,
@@ -99,6 +100,16 @@ class Redactor:
     def bounds(self) -> Bounds:
         """The size bounds of trace payloads."""
         return self._bounds if self._bounds is not None else DEFAULT_BOUNDS
+
+    @property
+    def rules(self) -> tuple[SecretPattern, ...]:
+        """The value patterns in the order they apply: built-in, key=value, the application's."""
+        return self._rules
+
+    @property
+    def match_values(self) -> tuple[str, ...]:
+        """The literal secrets as they are matched (cleaned of unpaired surrogates), in order."""
+        return self._match_values
 
     def with_keys(self, *keys: str) -> Redactor:
         """Return a redactor that also redacts values under these key names."""

@@ -5,17 +5,24 @@ default, no server); `PostgresRunStore` (extra ``ownloop[postgres]``) shares the
 Importing this package never needs psycopg: `PostgresRunStore` imports it when it is constructed.
 """
 
+from ownloop.contracts import RunStats
+from ownloop.store._listing import run_cursor
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
 from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
+from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
 
 __all__ = [
     "MemoryRunStore",
     "PostgresRunStore",
+    "PruneReport",
+    "Retention",
+    "RunStats",
     "RunStore",
     "SqliteRunStore",
     "StoredRun",
     "check_schema",
+    "run_cursor",
     "summarize",
 ]

@@ -10,8 +10,9 @@ checkpoint costs the same at step 200 as at step 5.
 
 What a store instance knows it wrote is `KnownRuns`: per run, the version and the parts' items
 (references to the snapshot's own objects, not copies). It is only ever a statement about a version
-that exists, and a version's content never changes once committed (every save bumps it, and runs
-are never deleted, so a version number is never reused), so it stays true whatever other
+that exists, and a version's content never changes once committed (every save bumps it, and a run
+is deleted only by a prune, which forgets it here, once it has finished — and run ids are not
+reused), so it stays true whatever other
 processes do: a save whose ``expected_version`` is not the known one writes every item again (and
 fails the compare-and-set anyway if another writer saved meanwhile).
 A part is compared item by item from the start, by identity first (the loop core hands the same

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
@@ -18,7 +19,16 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import SchemaVersionError, StaleCheckpoint
+from ownloop.store._listing import Listing
 from ownloop.store._port import StoredRun
+from ownloop.store._retention import (
+    PruneReport,
+    Retention,
+    RetentionSchedule,
+    SpareReason,
+    open_write,
+    spared_because,
+)
 from ownloop.store._rules import (
     check_submission,
     holder_is_gone,
@@ -28,6 +38,7 @@ from ownloop.store._rules import (
     this_host,
     withdrawn,
 )
+from ownloop.store._stats import USAGE_FIELDS, RunStats, gather
 
 __all__ = ["MemoryRunStore", "check_schema", "summarize"]
 
@@ -63,6 +74,8 @@ def summarize(snapshot: RunSnapshot, version: int) -> RunSummary:
         stop_reason=result.stop_reason.value if result is not None else None,
         version=version,
         updated_at=snapshot.saved_at,
+        actor=snapshot.actor.id if snapshot.actor is not None else None,
+        agent=snapshot.versions.policy_digest,
     )
 
 
@@ -71,10 +84,12 @@ class MemoryRunStore:
 
     Args:
         clock: Judges lease expiry (a `FakeClock` lets tests stall a worker past its lease).
+        retention: Prune as runs finish, one batch at a time (see `Retention`).
     """
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: Clock | None = None, retention: Retention | None = None) -> None:
         self._clock: Clock = clock if clock is not None else SystemClock()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
         self._runs: dict[str, StoredRun] = {}
         self._leases: dict[str, Lease] = {}
         self._journal: dict[str, list[JournalEntry]] = {}
@@ -95,6 +110,9 @@ class MemoryRunStore:
             )
         version = (found or 0) + 1
         self._runs[snapshot.run_id] = StoredRun(snapshot, version)
+        schedule = self._schedule
+        if schedule is not None and schedule.due(snapshot.state, self._clock.now()):
+            await self.prune_runs(schedule.retention)
         return version
 
     async def get(self, run_id: str) -> StoredRun | None:
@@ -102,17 +120,23 @@ class MemoryRunStore:
         return self._runs.get(run_id)
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
         lines = [summarize(stored.snapshot, stored.version) for stored in self._runs.values()]
-        lines = [
-            line
-            for line in lines
-            if (state is None or line.state == state) and (status is None or line.status == status)
-        ]
-        lines.sort(key=lambda line: line.updated_at, reverse=True)
-        return lines[: max(1, min(limit, 1000))]
+        lines = [line for line in lines if page.admits(line)]
+        lines.sort(key=lambda line: (line.updated_at, line.run_id), reverse=True)
+        return lines[: page.size]
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False
@@ -214,6 +238,73 @@ class MemoryRunStore:
         removed = len(self._approvals.get(run_id, [])) - len(kept)
         self._approvals[run_id] = kept
         return removed
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove a batch of the runs the retention matches (see `RunStore` and `Retention`)."""
+        now = self._clock.now()
+        statuses = retention.status_values()
+        covered = sorted(
+            (
+                stored.snapshot
+                for stored in self._runs.values()
+                if stored.snapshot.state in ("finished", "paused")
+                and (not statuses or summarize(stored.snapshot, 1).status in statuses)
+            ),
+            key=lambda snapshot: (snapshot.saved_at, snapshot.run_id),
+            reverse=True,
+        )
+        cutoff = retention.cutoff(now)
+        keep = retention.keep_latest
+        removable: list[str] = []
+        spared: dict[SpareReason, int] = {}
+        for rank, snapshot in enumerate(covered):
+            old = cutoff is not None and snapshot.saved_at < cutoff
+            if not (old or (keep is not None and rank >= keep)):
+                continue
+            lease = self._leases.get(snapshot.run_id)
+            reason = spared_because(
+                retention,
+                state=snapshot.state,
+                status=summarize(snapshot, 1).status,
+                unknown_effect=open_write(self._journal.get(snapshot.run_id, [])),
+                leased=lease is not None and lease.expires_at > now,
+            )
+            if reason is None:
+                removable.append(snapshot.run_id)
+            else:
+                spared[reason] = spared.get(reason, 0) + 1
+        removable.reverse()  # oldest first
+        doomed = tuple(removable[: retention.batch])
+        if not dry_run:
+            for run_id in doomed:
+                for table in (self._runs, self._leases, self._journal, self._approvals):
+                    table.pop(run_id, None)
+        return PruneReport(
+            run_ids=doomed, dry_run=dry_run, spared=spared, more=len(removable) > len(doomed)
+        )
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (see `RunStore`)."""
+        groups: dict[tuple[str, str | None, str | None], tuple[int, Any]] = {}
+        totals = dict.fromkeys(USAGE_FIELDS, 0.0)
+        for stored in self._runs.values():
+            line = summarize(stored.snapshot, stored.version)
+            key = (line.state, line.status, line.stop_reason)
+            count, oldest = groups.get(key, (0, line.updated_at))
+            groups[key] = (count + 1, min(oldest, line.updated_at))
+            for name in USAGE_FIELDS:
+                totals[name] += getattr(stored.snapshot.usage, name)
+        now = self._clock.now()
+        return gather(
+            [(*key, count, oldest) for key, (count, oldest) in groups.items()],
+            tuple(totals.values()),
+            sum(
+                entry.receipt is None or entry.receipt.status == "unknown"
+                for entries in self._journal.values()
+                for entry in entries
+            ),
+            sum(lease.expires_at > now for lease in self._leases.values()),
+        )
 
     def __repr__(self) -> str:
         return f"MemoryRunStore(runs={len(self._runs)})"

@@ -19,12 +19,16 @@ Every implementation keeps the same promises, proven by one shared test suite:
   by its id or by its digest is refused until the first is withdrawn, atomically even between
   processes (of two concurrent deciders exactly one is stored);
 - the upgrade fence (SQL stores): a write finding the store's schema version changed since the
-  store was opened raises `StoreUpgraded` and writes nothing.
+  store was opened raises `StoreUpgraded` and writes nothing;
+- ``prune_runs`` removes the runs a `Retention` matches, a bounded batch per call, each with its
+  items, journal, decisions and lease in one transaction, and never a paused run, a run with an
+  unknown effect or a leased run unless the retention names that risk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Protocol, runtime_checkable
 
 from ownloop.contracts import (
@@ -36,6 +40,8 @@ from ownloop.contracts import (
     RunSummary,
     WriteIntent,
 )
+from ownloop.store._retention import PruneReport, Retention
+from ownloop.store._stats import RunStats
 
 __all__ = ["RunStore", "StoredRun"]
 
@@ -86,14 +92,35 @@ class RunStore(Protocol):
         ...
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first.
+        """List one page of runs, most recently saved first (ties: run id, descending).
+
+        Pages are keyset pages: pass the `run_cursor` of a page's last line as ``after`` for the
+        next one, which costs what the first page does however deep it is.
 
         Args:
             state: Only runs in this snapshot state (``running``, ``paused``, ``finished``).
             status: Only runs whose result has this status.
+            agent: Only runs of the agent with this configuration digest
+                (``versions.policy_digest``).
+            actor: Only runs acting for this actor id.
+            since: Only runs last saved at or after this time.
+            until: Only runs last saved before this time.
+            after: Continue after this `run_cursor`.
             limit: At most this many (1-1000).
+
+        Raises:
+            ConfigurationError: If ``after`` is not a cursor.
         """
         ...
 
@@ -179,5 +206,25 @@ class RunStore(Protocol):
 
         Returns:
             How many were deleted.
+        """
+        ...
+
+    async def prune_runs(self, retention: Retention, *, dry_run: bool = False) -> PruneReport:
+        """Remove (at most ``retention.batch`` of) the runs the retention matches.
+
+        Args:
+            retention: Which runs go, and which risks the prune may take.
+            dry_run: Only report what would go.
+
+        Returns:
+            The runs removed, oldest first, and how many matched runs were spared, by reason.
+        """
+        ...
+
+    async def run_stats(self) -> RunStats:
+        """Return a summary of the store (``ownloop runs stats``).
+
+        Runs by state, status and stop reason, the oldest paused run, unknown effects
+        outstanding, current leases and usage totals.
         """
         ...

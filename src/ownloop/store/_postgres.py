@@ -17,7 +17,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from ownloop.contracts import (
@@ -30,8 +30,11 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import ConfigurationError, StoreError
+from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
+from ownloop.store._postgres_operations import PostgresOperations
 from ownloop.store._postgres_sql import (
     ACQUIRE,
     CURRENT,
@@ -44,6 +47,7 @@ from ownloop.store._postgres_sql import (
     UPDATE,
     guards,
 )
+from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import (
     check_store_schema,
     check_submission,
@@ -71,7 +75,7 @@ __all__ = ["PostgresRunStore"]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresRunStore:
+class PostgresRunStore(PostgresOperations):
     """Keeps runs in PostgreSQL, shared by workers on any number of machines.
 
     The connection opens on first use (one per event loop, since ``run_sync`` starts a new loop
@@ -81,6 +85,9 @@ class PostgresRunStore:
         dsn: A libpq connection string or URL (``postgresql://user@host:5432/db``).
         schema: The schema holding the tables, created with them if missing.
         connect_timeout_s: How long to wait for the server when connecting.
+        retention: Prune as runs finish, one batch at a time (see `Retention`); a failed
+            automatic prune never fails the save that triggered it (it is kept in
+            ``retention_error`` and tried again at the next one).
 
     Raises:
         ConfigurationError: If psycopg is not installed (``pip install 'ownloop[postgres]'``),
@@ -88,7 +95,12 @@ class PostgresRunStore:
     """
 
     def __init__(
-        self, dsn: str, *, schema: str = "ownloop", connect_timeout_s: float = 10.0
+        self,
+        dsn: str,
+        *,
+        schema: str = "ownloop",
+        connect_timeout_s: float = 10.0,
+        retention: Retention | None = None,
     ) -> None:
         try:
             import psycopg  # the optional extra: imported only when a store is made
@@ -98,10 +110,15 @@ class PostgresRunStore:
             ) from error
         if not _SCHEMA_NAME.match(schema):
             raise ConfigurationError(f"schema must be a lowercase SQL identifier, not {schema!r}")
+        dsn = normalize_dsn(dsn)
         try:
             where = psycopg.conninfo.conninfo_to_dict(dsn)
-        except psycopg.Error as error:
-            raise ConfigurationError(f"cannot parse the PostgreSQL DSN: {error}") from error
+        except psycopg.Error:
+            # libpq's message quotes the DSN's text, a password included: none of it is shown
+            raise ConfigurationError(
+                "cannot parse the PostgreSQL DSN: give a libpq key=value string or a "
+                "postgresql:// URL (the DSN is not shown)"
+            ) from None
         self.schema = schema
         self._dsn = dsn
         self._timeout = max(1, round(connect_timeout_s))
@@ -114,6 +131,8 @@ class PostgresRunStore:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._connecting = asyncio.Lock()
         self._known = KnownRuns()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
+        self.retention_error: StoreError | None = None
 
     def _sql(self, template: str, **parts: str) -> str:
         return template.format(s=self.schema, **parts)
@@ -175,6 +194,22 @@ class PostgresRunStore:
                 await connection.execute(
                     self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
                 )
+            await self._index(connection)
+
+    async def _index(self, connection: AsyncConnection[Any]) -> None:
+        """Create the listing indexes a store lacks (no table changes: no schema version).
+
+        Only the missing ones: even ``CREATE INDEX IF NOT EXISTS`` locks the table first.
+        """
+        cursor = await connection.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
+        )
+        present = {name for (name,) in await cursor.fetchall()}
+        if not {name for name, _ in POSTGRES_INDEXES} <= present:
+            await connection.execute(self._sql(RUN_FIELD))
+        for name, statement in POSTGRES_INDEXES:
+            if name not in present:
+                await connection.execute(self._sql(statement))
 
     @property
     def _place(self) -> str:
@@ -235,6 +270,7 @@ class PostgresRunStore:
             if saved is not None and saved[0] == 1:
                 version = (expected_version or 0) + 1
                 self._known.saved(run_id, version, plan)
+                await self._retain(plan.row.state)
                 return version
             await self._check_schema(connection)
             cursor = await connection.execute(
@@ -277,28 +313,22 @@ class PostgresRunStore:
         return StoredRun(snapshot, version)
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
-        rows = await self._rows(
-            "list_runs",
-            "SELECT run_id, state, status, stop_reason, version, updated_at FROM {s}.runs "
-            "WHERE (%(state)s::text IS NULL OR state = %(state)s) "
-            "AND (%(status)s::text IS NULL OR status = %(status)s) "
-            "ORDER BY updated_at DESC, run_id LIMIT %(limit)s",
-            {"state": state, "status": status, "limit": max(1, min(limit, 1000))},
-        )
-        return [
-            RunSummary(
-                run_id=run_id,
-                state=run_state,
-                status=run_status,
-                stop_reason=stop_reason,
-                version=version,
-                updated_at=updated_at.astimezone(UTC),
-            )
-            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
-        ]
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
+        query, params = listing_query(page, "postgres", "{s}.runs", lambda moment: moment)
+        rows = await self._rows("list_runs", query, params)
+        return [summary_of(row, row[5].astimezone(UTC)) for row in rows]
 
     async def acquire_lease(
         self, run_id: str, owner: str, ttl_s: float, *, take_over: bool = False

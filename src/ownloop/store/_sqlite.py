@@ -36,7 +36,9 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._listing import SQLITE_INDEXES, Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
+from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import (
     check_store_schema,
     check_submission,
@@ -54,8 +56,12 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
+from ownloop.store._sqlite_operations import SqliteOperations, iso
 
 __all__ = ["SqliteRunStore"]
+
+_SAVED = object()
+"""The outcome of a save that committed (else the stored version it found)."""
 
 _LEASED = "EXISTS (SELECT 1 FROM leases WHERE run_id = ? AND token = ? AND expires_at > ?)"
 
@@ -64,12 +70,7 @@ class _Refused(Exception):
     """A compare-and-set that matched no row: the transaction is rolled back, then explained."""
 
 
-def _iso(moment: datetime) -> str:
-    """Return a UTC timestamp that sorts as text in time order."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+00:00")
-
-
-class SqliteRunStore:
+class SqliteRunStore(SqliteOperations):
     """Keeps runs in a SQLite file, shared safely by the processes of one machine.
 
     Args:
@@ -78,6 +79,9 @@ class SqliteRunStore:
             approvals are always committed with ``FULL`` (see the module's durability note).
         busy_timeout_s: How long a statement waits for another process's write to finish.
         clock: Judges lease expiry; the system clock by default (a `FakeClock` in tests).
+        retention: Prune as runs finish, one batch at a time (see `Retention`); a failed
+            automatic prune never fails the save that triggered it (it is kept in
+            ``retention_error`` and tried again at the next one).
 
     Raises:
         ConfigurationError: If ``synchronous`` is neither ``"NORMAL"`` nor ``"FULL"``.
@@ -92,6 +96,7 @@ class SqliteRunStore:
         synchronous: Literal["NORMAL", "FULL"] = "NORMAL",
         busy_timeout_s: float = 5.0,
         clock: Clock | None = None,
+        retention: Retention | None = None,
     ) -> None:
         if synchronous not in ("NORMAL", "FULL"):
             raise ConfigurationError(f"synchronous must be 'NORMAL' or 'FULL', not {synchronous!r}")
@@ -100,6 +105,8 @@ class SqliteRunStore:
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._lock = threading.Lock()
         self._known = KnownRuns()
+        self._schedule = RetentionSchedule(retention) if retention is not None else None
+        self.retention_error: StoreError | None = None
         self._closed = False
         try:
             self._db = sqlite3.connect(
@@ -109,6 +116,8 @@ class SqliteRunStore:
             raise StoreError(f"cannot open the run store at {self.path}: {error}") from error
         try:
             with self._guard("open"):
+                # Before the first table: a new file frees pruned pages with incremental_vacuum.
+                self._db.execute("PRAGMA auto_vacuum=INCREMENTAL")
                 self._db.execute("PRAGMA journal_mode=WAL")
                 self._db.execute(f"PRAGMA synchronous={synchronous}")
                 self._migrate()
@@ -169,8 +178,10 @@ class SqliteRunStore:
                 for statement in SQLITE_MIGRATIONS[version - 1]:
                     self._db.execute(statement)
                 self._db.execute(
-                    "INSERT INTO ownloop_schema VALUES (?, ?)", (version, _iso(datetime.now(UTC)))
+                    "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
+            for _, statement in SQLITE_INDEXES:  # no table changes: no schema version
+                self._db.execute(statement)
 
     async def save(
         self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
@@ -185,9 +196,12 @@ class SqliteRunStore:
             known = self._known.parts_at(run_id, expected_version)
         plan = plan_save(snapshot, known)
         row = plan.row
-        values = (row.state, row.status, row.stop_reason, _iso(row.updated_at), row.snapshot)
+        values = (row.state, row.status, row.stop_reason, iso(row.updated_at), row.snapshot)
         held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
+        version: Any = _SAVED
+        fenced = False
+        saved = 0
         with self._guard("save") as db:
             try:
                 with self._transaction():
@@ -226,7 +240,9 @@ class SqliteRunStore:
             else:
                 saved = (expected_version or 0) + 1
                 self._known.saved(run_id, saved, plan)
-                return saved
+        if version is _SAVED:
+            await self._retain(row.state)
+            return saved
         if fenced:
             raise lease_lost(run_id)
         raise stale(run_id, version[0] if version else None, expected_version)
@@ -258,27 +274,23 @@ class SqliteRunStore:
         return StoredRun(snapshot, row[0])
 
     async def list_runs(
-        self, *, state: str | None = None, status: str | None = None, limit: int = 50
+        self,
+        *,
+        state: str | None = None,
+        status: str | None = None,
+        agent: str | None = None,
+        actor: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        after: str | None = None,
+        limit: int = 50,
     ) -> list[RunSummary]:
-        """List runs, most recently updated first (see `RunStore`)."""
+        """List one page of runs, most recently saved first (see `RunStore`)."""
+        page = Listing(state, status, agent, actor, since, until, after, limit)
+        query, params = listing_query(page, "sqlite", "runs", iso)
         with self._guard("list_runs") as db:
-            rows = db.execute(
-                "SELECT run_id, state, status, stop_reason, version, updated_at FROM runs "
-                "WHERE (?1 IS NULL OR state = ?1) AND (?2 IS NULL OR status = ?2) "
-                "ORDER BY updated_at DESC, run_id LIMIT ?3",
-                (state, status, max(1, min(limit, 1000))),
-            ).fetchall()
-        return [
-            RunSummary(
-                run_id=run_id,
-                state=run_state,
-                status=run_status,
-                stop_reason=stop_reason,
-                version=version,
-                updated_at=datetime.fromisoformat(updated_at),
-            )
-            for run_id, run_state, run_status, stop_reason, version, updated_at in rows
-        ]
+            rows = db.execute(query, params).fetchall()
+        return [summary_of(row, datetime.fromisoformat(row[5])) for row in rows]
 
     def _now(self) -> float:
         return self._clock.now().timestamp()

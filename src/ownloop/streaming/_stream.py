@@ -14,6 +14,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from types import TracebackType
+from typing import Any, Generic, cast
+
+from typing_extensions import TypeVar
 
 from ownloop.contracts import (
     BudgetWarning,
@@ -32,10 +35,13 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError
 from ownloop.loop import RunState
 from ownloop.models import listen_to_text_deltas
+from ownloop.redaction import StreamRedactor
 
 __all__ = ["RunStream"]
 
-Drive = Callable[[RunState], Awaitable[RunResult]]
+Drive = Callable[[RunState], Awaitable[RunResult[Any]]]
+
+OutputT = TypeVar("OutputT", default=str)
 
 # (Limits field, readable name), as `ownloop.tracing.budget_use` names them.
 _BUDGETS = (
@@ -53,42 +59,6 @@ class _Failed:
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
-
-
-class _ReplyText:
-    """Redacts one reply's text as it grows, handing on only what can no longer change.
-
-    Text is held back to the last whitespace, and the redacted whole so far is compared with what
-    was already sent, so a secret split across two deltas is still recognised before any of it
-    leaves (secrets the rules know contain no whitespace; a key=value rule sees its key first).
-    """
-
-    def __init__(self, redact: Callable[[str], str]) -> None:
-        self._redact = redact
-        self._raw = ""
-        self._sent = ""
-
-    def add(self, text: str) -> str:
-        self._raw += text
-        cut = max(self._raw.rfind(" "), self._raw.rfind("\n"), self._raw.rfind("\t")) + 1
-        return self._release(self._raw[:cut])
-
-    def flush(self) -> str:
-        """Release the rest at the reply's end: the redacted whole, past what was sent."""
-        redacted = self._redact(self._raw) if self._raw else ""
-        start = next(
-            (i for i, (a, b) in enumerate(zip(self._sent, redacted, strict=False)) if a != b),
-            min(len(self._sent), len(redacted)),
-        )
-        self._raw = self._sent = ""
-        return redacted[start:]
-
-    def _release(self, settled: str) -> str:
-        redacted = self._redact(settled) if settled else ""
-        if not redacted.startswith(self._sent):
-            return ""  # a rule re-reads text already sent (a growing key block): wait for the end
-        new, self._sent = redacted[len(self._sent) :], redacted
-        return new
 
 
 class _BudgetWatch:
@@ -134,7 +104,7 @@ class _BudgetWatch:
         return crossed
 
 
-class RunStream:
+class RunStream(Generic[OutputT]):
     """The events of one run, as an async iterator; the last one is `StreamEnded`.
 
     Create it with `Agent.run_stream`. The run starts at the first ``__anext__`` and runs in its
@@ -164,13 +134,13 @@ class RunStream:
         self._task: asyncio.Task[None] | None = None
         self._budgets = _BudgetWatch(limits, warn_at)
         self._step = 1
-        # read the redactor at each call: protect() replaces it when the run learns a secret
-        self._text = _ReplyText(lambda text: state.trace.redactor.redact_text(text))  # noqa: PLW0108
+        # read the redactor at each piece: protect() replaces it when the run learns a secret
+        self._text = StreamRedactor(lambda: state.trace.redactor)
         self._finished = False
-        self.result: RunResult | None = None
+        self.result: RunResult[OutputT] | None = None
         """The run's result, once the stream has handed out `StreamEnded`."""
 
-    def __aiter__(self) -> RunStream:
+    def __aiter__(self) -> RunStream[OutputT]:
         return self
 
     async def __anext__(self) -> StreamEvent:
@@ -189,7 +159,7 @@ class RunStream:
             raise item.error
         if isinstance(item, StreamEnded):
             self._finished = True
-            self.result = item.result
+            self.result = cast("RunResult[OutputT]", item.result)
         return item
 
     async def aclose(self) -> None:
@@ -201,7 +171,7 @@ class RunStream:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
-    async def __aenter__(self) -> RunStream:
+    async def __aenter__(self) -> RunStream[OutputT]:
         return self
 
     async def __aexit__(
@@ -222,9 +192,13 @@ class RunStream:
         self._queue.put_nowait(StreamEnded(run_id=self.run_id, result=result))
 
     def _on_text(self, text: str) -> None:
-        released = self._text.add(text)
+        released = self._text.feed(text)
         if released:
-            self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=released))
+            # built from values already checked (the run's id, a step a request named, a str):
+            # validating thousands of them again would cost more than redacting their text
+            self._queue.put_nowait(
+                TextDelta.model_construct(run_id=self.run_id, step=self._step, text=released)
+            )
 
     def _on_event(self, event: TraceEvent) -> None:
         if isinstance(event, ModelResponded | ModelFailed):
@@ -245,7 +219,7 @@ class RunStream:
             )
 
     def _on_text_end(self) -> None:
-        rest = self._text.flush()
+        rest = self._text.end()
         if rest:
             self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=rest))
 

@@ -9,18 +9,48 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Generic
+
+from typing_extensions import TypeVar
 
 from ownloop.contracts import Actor
 
-__all__ = ["Sensitive", "ToolContext"]
+__all__ = ["RunContext", "Sensitive", "ToolContext"]
+
+DepsT = TypeVar("DepsT", default=None)
 
 
 @dataclass(frozen=True, slots=True)
-class ToolContext:
+class RunContext(Generic[DepsT]):
+    """What an ``instructions`` function is told about the run it writes the instructions for.
+
+    Attributes:
+        run_id: The run.
+        task: The run's task.
+        actor: The authenticated identity the run acts for, if the application passed one.
+        deps: The application's objects for this run (``Agent(deps_type=...)``), or ``None``.
+    """
+
+    run_id: str
+    """The run."""
+
+    task: str
+    """The run's task."""
+
+    actor: Actor | None = None
+    """The authenticated identity the run acts for, if the application passed one."""
+
+    deps: DepsT = None  # type: ignore[assignment]
+    """The application's objects for this run (``Agent(deps_type=...)``), or ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext(Generic[DepsT]):
     """Trusted facts about one tool call, injected into any parameter annotated `ToolContext`.
 
     Declare a parameter ``ctx: ToolContext`` (any name) and the runtime passes the context
-    there; the parameter never appears in the schema the model sees.
+    there; the parameter never appears in the schema the model sees. Annotate it
+    ``ToolContext[Deps]`` and ``ctx.deps`` is the run's ``deps``, typed ``Deps``.
 
     Attributes:
         run_id: The run the call belongs to.
@@ -31,6 +61,8 @@ class ToolContext:
         idempotency_key: The key a write must send to its backend so a repeat is harmless.
         deadline: When the run's time is up (timezone-aware, UTC), if it has a deadline.
         revision: The state revision the call runs against, when the application tracks one.
+        deps: The application's objects for this run (``agent.run(task, deps=...)``): live
+            objects, never in the schema, the trace or a checkpoint; ``None`` without them.
     """
 
     run_id: str
@@ -56,6 +88,9 @@ class ToolContext:
 
     revision: str | None = None
     """The state revision the call runs against, when the application tracks one."""
+
+    deps: DepsT = None  # type: ignore[assignment]
+    """The application's objects for this run, or ``None`` without them."""
 
     def seconds_left(self, now: datetime | None = None) -> float | None:
         """Return the seconds until `deadline` (never negative), or ``None`` without a deadline.

@@ -228,12 +228,17 @@ def _strip_annotated(annotation: Any) -> Any:
 
 def _is_context(annotation: Any) -> bool:
     annotation = _strip_annotated(annotation)
-    if annotation is ToolContext:
+    if _context_class(annotation):
         return True
     if get_origin(annotation) in (typing.Union, types.UnionType):
         members = [arg for arg in get_args(annotation) if arg is not type(None)]
-        return members == [ToolContext]
+        return len(members) == 1 and _context_class(members[0])
     return False
+
+
+def _context_class(annotation: Any) -> bool:
+    """Whether ``annotation`` is `ToolContext`, bare or with its deps type (`ToolContext[D]`)."""
+    return annotation is ToolContext or get_origin(annotation) is ToolContext
 
 
 def _metadata(annotation: Any) -> tuple[Any, ...]:

@@ -316,7 +316,7 @@ def build_tool(
     *,
     name: str | None = None,
     description: str | None = None,
-    effect: Effect = "read",
+    effect: Effect = "write",
     requires_approval: bool = False,
     timeout_s: float | None = None,
     max_output_chars: int | None = None,

@@ -15,7 +15,14 @@ __all__ = ["ConsoleSink", "event_severity"]
 _RESET = "\x1b[0m"
 _COLOURS = {"error": "\x1b[31m", "warning": "\x1b[33m", "done": "\x1b[32m", "info": "\x1b[2m"}
 _WARNING_KINDS = frozenset(
-    {"retry_scheduled", "tool_rejected", "completion_rejected", "output_truncated", "tool_denied"}
+    {
+        "retry_scheduled",
+        "tool_rejected",
+        "completion_rejected",
+        "output_invalid",
+        "output_truncated",
+        "tool_denied",
+    }
 )
 _ERROR_KINDS = frozenset({"model_failed", "budget_exhausted"})
 

@@ -9,6 +9,7 @@ of a ``with`` block, or when the sink is garbage-collected — never leaving a f
 from __future__ import annotations
 
 import json
+import os
 import threading
 import weakref
 from os import PathLike
@@ -106,11 +107,15 @@ def read_trace(path: str | PathLike[str]) -> list[TraceEvent | UnknownEvent]:
         The events (of every run in the file).
 
     Raises:
-        InputRejected: If a line is not a JSON object with an event's ``run_id``, ``seq``,
-            ``at`` and ``kind``.
+        InputRejected: If the file is not UTF-8 text (a SQLite store is named as one), or a
+            line is not a JSON object with an event's ``run_id``, ``seq``, ``at`` and ``kind``.
         OSError: If the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputRejected(_not_text(path, data)) from None
     lines = text.split("\n")
     events: list[TraceEvent | UnknownEvent] = []
     for number, line in enumerate(lines, start=1):
@@ -123,6 +128,16 @@ def read_trace(path: str | PathLike[str]) -> list[TraceEvent | UnknownEvent]:
                 break
             raise InputRejected(f"{path}:{number}: not a trace event ({_reason(error)})") from None
     return events
+
+
+def _not_text(path: str | os.PathLike[str], data: bytes) -> str:
+    """Say why a file that is not UTF-8 text cannot be a trace, and what it may be instead."""
+    if data.startswith(b"SQLite format 3\x00"):
+        return (
+            f"{path} is a SQLite database (a run store?), not a JSONL trace: show a stored run's "
+            f"trace with `ownloop runs show RUN_ID --trace --db {path}`"
+        )
+    return f"{path} is not a JSONL trace: it is not UTF-8 text (a binary file?)"
 
 
 def _parse(line: str) -> TraceEvent | UnknownEvent:

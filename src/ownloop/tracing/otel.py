@@ -2,7 +2,8 @@
 
 `OtelSink` derives spans from the (already redacted) event stream, following the GenAI semantic
 conventions: ``invoke_agent`` for the run, ``chat`` for each model attempt, ``execute_tool`` for
-each tool attempt, errors as span status. Other events become span events. Content — tool-call
+each tool attempt, errors as span status. Other events become span events. `OtelMetrics` (a
+sink too) and `StoreMetrics` (gauges of a store) give the metrics. Content — tool-call
 arguments and free-text fields such as error messages, reasons and details — is attached only
 with ``capture_content=True``, and is redacted even then, since the sink only ever sees events
 that went through the redaction processors. Import this module only when you use it: it needs
@@ -37,9 +38,10 @@ from ownloop.contracts import (
     ToolProposed,
     ToolStarted,
 )
+from ownloop.tracing._otel_metrics import OtelMetrics, StoreMetrics
 from ownloop.tracing._pipeline import free_fields
 
-__all__ = ["OtelSink"]
+__all__ = ["OtelMetrics", "OtelSink", "StoreMetrics"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Identifiers and codes, not content: always exported.

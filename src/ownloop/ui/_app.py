@@ -13,12 +13,12 @@ import asyncio
 import contextlib
 import hmac
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 from starlette.applications import Starlette
@@ -28,7 +28,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from ownloop.contracts import Approval, RunResult
-from ownloop.exceptions import RunNotFound, UnknownApprovalRequest
+from ownloop.exceptions import ConfigurationError, RunNotFound, UnknownApprovalRequest
 from ownloop.redaction import Redactor
 from ownloop.store import RunStore
 from ownloop.store._rules import decided_requests, standing_decision, usable_decisions
@@ -160,6 +160,14 @@ async def stop_resuming(app: UiApp) -> None:
             await task
 
 
+def _next_page(query: Mapping[str, str], after: str | None) -> str | None:
+    """The query string of the next page: the same filters, after this page's last run."""
+    if after is None:
+        return None
+    kept = {name: value for name, value in query.items() if name not in ("after", "token")}
+    return urlencode({**kept, "after": after})
+
+
 def _as_json(value: Any) -> str:
     """JSON as a person reads it (escaped by the template, like every other value)."""
     return json.dumps(value, ensure_ascii=False, sort_keys=True)
@@ -181,19 +189,41 @@ class _Pages:
 
     async def runs(self, request: Request) -> Response:
         query = request.query_params
-        rows = await run_rows(
-            self._app.store,
-            state=query.get("state"),
-            status=query.get("status"),
-            text=query.get("q", "").strip() or None,
-        )
+        try:
+            rows, after = await run_rows(
+                self._app.store,
+                state=query.get("state"),
+                status=query.get("status"),
+                text=query.get("q", "").strip() or None,
+                actor=query.get("actor", "").strip(),
+                agent=query.get("agent", "").strip(),
+                after=query.get("after"),
+            )
+        except ConfigurationError:
+            return PlainTextResponse("that page cursor is not valid", status_code=400)
         fingerprint = await list_fingerprint(self._app.store)
-        return self._render("runs.html", rows=rows, query=query, fingerprint=fingerprint)
+        return self._render(
+            "runs.html",
+            rows=rows,
+            query=query,
+            fingerprint=fingerprint,
+            next_page=_next_page(query, after),
+        )
 
     async def approvals(self, request: Request) -> Response:
-        found = await pending_requests(self._app.store, self._app.redactor)
+        try:
+            found, after = await pending_requests(
+                self._app.store, self._app.redactor, after=request.query_params.get("after")
+            )
+        except ConfigurationError:
+            return PlainTextResponse("that page cursor is not valid", status_code=400)
         fingerprint = await list_fingerprint(self._app.store)
-        return self._render("approvals.html", requests=found, fingerprint=fingerprint)
+        return self._render(
+            "approvals.html",
+            requests=found,
+            fingerprint=fingerprint,
+            next_page=_next_page({}, after),
+        )
 
     async def run(self, request: Request) -> Response:
         run_id = request.path_params["run_id"]

@@ -23,7 +23,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import RunNotFound
 from ownloop.redaction import Redactor
-from ownloop.store import RunStore
+from ownloop.store import RunStore, run_cursor
 from ownloop.store._rules import standing_decision
 from ownloop.tracing import BudgetUse, Timeline, timeline
 
@@ -107,22 +107,41 @@ def age(moment: datetime, now: datetime | None = None) -> str:
 
 
 async def run_rows(
-    store: RunStore, *, state: str | None, status: str | None, text: str | None, limit: int = 200
-) -> list[RunRow]:
-    """Return the runs list, most recently updated first, filtered.
+    store: RunStore,
+    *,
+    state: str | None,
+    status: str | None,
+    text: str | None,
+    actor: str | None = None,
+    agent: str | None = None,
+    after: str | None = None,
+    limit: int = 50,
+) -> tuple[list[RunRow], str | None]:
+    """Return one page of the runs list, most recently updated first, filtered.
 
     Args:
         store: The store.
         state: Only runs in this state (ignored unless it is one of the three states).
         status: Only runs whose result has this status.
-        text: Only runs whose id contains this text.
+        text: Only runs whose id contains this text (among the page's runs).
+        actor: Only runs acting for this actor id.
+        agent: Only runs of this agent configuration digest.
+        after: The page after this cursor.
         limit: At most this many.
+
+    Returns:
+        The rows, and the cursor of the next page when this one is full.
     """
     summaries: list[RunSummary] = await store.list_runs(
-        state=state if state in _STATES else None, status=status or None, limit=limit
+        state=state if state in _STATES else None,
+        status=status or None,
+        actor=actor or None,
+        agent=agent or None,
+        after=after or None,
+        limit=limit,
     )
     now = utc_now()
-    return [
+    rows = [
         RunRow(
             run_id=summary.run_id,
             state=summary.state,
@@ -135,6 +154,11 @@ async def run_rows(
         for summary in summaries
         if not text or text in summary.run_id
     ]
+    return rows, _next(summaries, limit)
+
+
+def _next(summaries: list[RunSummary], limit: int) -> str | None:
+    return run_cursor(summaries[-1]) if summaries and len(summaries) >= limit else None
 
 
 async def run_page(store: RunStore, run_id: str, redactor: Redactor) -> RunPage:
@@ -181,20 +205,28 @@ async def run_page(store: RunStore, run_id: str, redactor: Redactor) -> RunPage:
     )
 
 
-async def pending_requests(store: RunStore, redactor: Redactor) -> list[PendingRequest]:
-    """Return every request the paused runs wait for, oldest run last.
+async def pending_requests(
+    store: RunStore, redactor: Redactor, *, after: str | None = None, limit: int = 50
+) -> tuple[list[PendingRequest], str | None]:
+    """Return the requests one page of paused runs waits for, oldest run last.
 
     Args:
         store: The store.
         redactor: What must never be shown.
+        after: The page of paused runs after this cursor.
+        limit: At most this many paused runs.
+
+    Returns:
+        The requests, and the cursor of the next page when this one is full.
     """
     found: list[PendingRequest] = []
-    for summary in await store.list_runs(state="paused", limit=1000):
+    paused = await store.list_runs(state="paused", after=after or None, limit=limit)
+    for summary in paused:
         stored = [run for run in [await store.get(summary.run_id)] if run is not None]
         submitted = await store.submitted_approvals(summary.run_id)
         for run in stored:  # a run that moved on since the listing waits for nothing
             found.extend(_waiting(run.snapshot, submitted, redactor))
-    return found
+    return found, _next(paused, limit)
 
 
 def find_request(snapshot: RunSnapshot, request_id: str) -> ApprovalRequest | None:
@@ -231,9 +263,11 @@ def _waiting(
             digest=request.digest,
             revision=request.revision,
             reason=redactor.redact_text(request.reason),
-            actor=request.actor.id if request.actor else None,
+            actor=redactor.redact_text(request.actor.id) if request.actor else None,
             requested_at=request.requested_at,
-            decision=decided.get(request.id),
+            decision=_redacted_approval(decided[request.id], redactor)
+            if request.id in decided
+            else None,
         )
         for request in snapshot.approval_requests
     ]
@@ -245,6 +279,9 @@ def _redacted_receipt(receipt: Receipt, redactor: Redactor) -> Receipt:
 
 
 def _redacted_approval(approval: Approval, redactor: Redactor) -> Approval:
-    if approval.reason is None:
+    """A decision as a page shows it, applied or only submitted: reason and approver redacted."""
+    reason = redactor.redact_text(approval.reason) if approval.reason is not None else None
+    approver = redactor.redact_text(approval.approver)
+    if reason == approval.reason and approver == approval.approver:
         return approval
-    return approval.model_copy(update={"reason": redactor.redact_text(approval.reason)})
+    return approval.model_copy(update={"reason": reason, "approver": approver})

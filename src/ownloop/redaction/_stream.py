@@ -1,0 +1,336 @@
+"""`StreamRedactor`: redacts text that arrives in pieces, releasing only what can no longer change.
+
+Text is released up to a *cut*: a position just after a space, tab or newline where no rule of
+the redactor (a literal value, a secret pattern, a key=value rule, an application pattern) has a
+match that spans it, and before the start of any match still pending: a match that reaches the end
+of the text so far, or a prefix of the text's tail that some rule could still complete
+(``regex`` partial matching decides that, for any pattern). Whatever lies before a cut is redacted
+alone, so the pieces released, joined, equal the redactor's result on the whole text.
+
+Cost: rules whose matches never hold a space are left to the redaction of what is released (a cut
+follows a space, so it never splits them); the others are tried on the held text only when one of
+their literals is in it. The released text is redacted once, as the trace redacts a whole text.
+Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR` characters are held,
+a rescan waits until as much text again has arrived, so every character is scanned a bounded
+number of times (amortised) even when a long run without spaces keeps growing.
+
+Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
+syntax) or one whose alternatives let a complete match start inside a longer pending one may hold
+less than it should. When a match was found or is pending, a cut is also checked: both sides
+redacted alone must give the whole's result, else nothing is released until the text ends.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+
+import regex
+
+from ownloop._text import clean_text
+from ownloop.redaction._patterns import AWS_PREFIXES, DEFAULT_PATTERNS
+from ownloop.redaction._redactor import Redactor
+
+__all__ = ["RESCAN_FLOOR", "StreamRedactor"]
+
+RESCAN_FLOOR = 256
+"""Held text up to this length is rescanned on every piece; longer held text when it doubles."""
+
+_SPACES = (" ", "\n", "\t")
+_FLAGS = (
+    (re.IGNORECASE, regex.IGNORECASE),
+    (re.MULTILINE, regex.MULTILINE),
+    (re.DOTALL, regex.DOTALL),
+    (re.VERBOSE, regex.VERBOSE),
+    (re.ASCII, regex.ASCII),
+)
+# Built-in rules whose matches never hold a space, tab or newline, and the literals (case as
+# written) of which every match holds one.
+_WORD_ANCHORS: dict[str, tuple[str, ...]] = {
+    "url_credentials": ("://",),
+    "openai_key": ("sk-",),
+    "jwt": ("eyJ",),
+    "aws_access_key": AWS_PREFIXES,
+    "github_token": ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
+    "slack_token": ("xox",),
+    "google_api_key": ("AIza",),
+}
+_ASCII_ALNUM = re.compile("[A-Za-z0-9]")
+# A URL's credentials end at an "@" in the same word.
+_NEEDS = {"://": "@"}
+_WORD_RULES = tuple(rule for rule in DEFAULT_PATTERNS if rule.name in _WORD_ANCHORS)
+# A private key block holds spaces before its "private key" hint: its first word gates it.
+_GATES = {"private_key": ("-----begin",)}
+
+
+class _Rules:
+    """A redactor's rules, sorted for a stream: those that can match across a space, and the rest.
+
+    A built-in rule whose matches never hold a space, tab or newline (a URL's credentials, an API
+    key, a JWT) and a literal secret without one cannot span a cut, which always follows one: only
+    the words holding one of their literals are redacted. Each other rule is compiled for partial
+    matching, with the literals of which one is in every match and in every prefix of a match that
+    holds a space (a key name before its ``=``, ``bearer``, ``-----begin``): without one of them in
+    the held text the rule is not tried. A rule without such literals is always tried.
+    """
+
+    __slots__ = ("assignment", "spanning", "words")
+
+    words: tuple[tuple[str, tuple[str, ...]], ...]
+
+    def __init__(self, redactor: Redactor) -> None:
+        spanning: list[tuple[tuple[str, ...], regex.Pattern[str]]] = []
+        word_values: list[str] = []
+        for value in redactor.match_values:
+            if any(space in value for space in _SPACES):
+                spanning.append(((), regex.compile(regex.escape(value))))
+            else:
+                word_values.append(value)
+        anchors = list(word_values)
+        self.assignment: tuple[tuple[str, ...], regex.Pattern[str]] | None = None
+        for rule in redactor.rules:
+            if rule in _WORD_RULES:
+                anchors.extend(_WORD_ANCHORS[rule.name])
+                continue
+            if rule.name == "key_assignment" and rule not in redactor.patterns:
+                self.assignment = (rule.hints, regex.compile(rule.regex.pattern))
+                continue
+            gate = _GATES.get(rule.name, rule.hints) if rule in DEFAULT_PATTERNS else rule.hints
+            if any(space in hint for hint in gate for space in _SPACES):
+                gate = ()
+            flags = 0
+            for std, alternative in _FLAGS:
+                if rule.regex.flags & std:
+                    flags |= alternative
+            spanning.append((gate, regex.compile(rule.regex.pattern, flags)))
+        self.spanning = tuple(spanning)
+        # The words to redact hold one of these literals; each group of them is found by its
+        # common prefix (one fast `str.find` loop) and then told apart.
+        self.words = _word_groups(anchors)
+
+
+def _word_groups(anchors: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Group literals by their first characters, each group found by its common prefix."""
+    groups: dict[str, list[str]] = {}
+    for anchor in dict.fromkeys(anchors):
+        groups.setdefault(anchor[0], []).append(anchor)
+    words: list[tuple[str, tuple[str, ...]]] = []
+    for group in groups.values():
+        prefix = os.path.commonprefix(group)  # noqa: RUF071 (characters, not paths)
+        if len(prefix) == 1 and all(len(anchor) > 1 for anchor in group):
+            # "ghp_" and "github_pat_": "gh" and "gi" are rarer in text than "g"
+            split: dict[str, list[str]] = {}
+            for anchor in group:
+                split.setdefault(anchor[:2], []).append(anchor)
+            if len(split) <= 2:
+                words.extend(
+                    (os.path.commonprefix(part), tuple(part))  # noqa: RUF071
+                    for part in split.values()
+                )
+                continue
+        words.append((prefix, tuple(group)))
+    return tuple(words)
+
+
+def _last_space(text: str, limit: int) -> int:
+    """The largest cut at or before ``limit`` that follows a space, tab or newline (else 0)."""
+    return (
+        max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit), text.rfind("\t", 0, limit)) + 1
+    )
+
+
+class StreamRedactor:
+    """Redacts one text as it arrives in pieces; the pieces it releases join into the redacted text.
+
+    Args:
+        redactor: The redactor, or a function returning the current one (read at every piece, so
+            a secret learned mid-stream applies to the text still held).
+    """
+
+    def __init__(self, redactor: Redactor | Callable[[], Redactor]) -> None:
+        self._redactor: Callable[[], Redactor] = (
+            (lambda: redactor) if isinstance(redactor, Redactor) else redactor
+        )
+        self._held = ""
+        self._rescan_at = 0
+        self._known: tuple[Redactor, _Rules] | None = None
+
+    @property
+    def held(self) -> int:
+        """How many characters of raw text are held back."""
+        return len(self._held)
+
+    def feed(self, text: str) -> str:
+        """Take one piece; return the redacted text that can no longer change (may be empty).
+
+        Args:
+            text: The next piece of raw text.
+
+        Returns:
+            Redacted text to hand on now.
+        """
+        held = self._held = self._held + text
+        if len(held) < self._rescan_at:
+            return ""
+        redactor = self._redactor()
+        known = self._known
+        if known is None or known[0] is not redactor:
+            known = self._known = (redactor, _Rules(redactor))  # once a stream, mostly
+        rules = known[1]
+        cut, spans = _cut(held, rules, redactor)
+        self._rescan_at = 0
+        if cut == 0:
+            if len(held) > RESCAN_FLOOR:
+                self._rescan_at = 2 * len(held)
+            return ""
+        self._held = held[cut:]
+        return _redact_released(held[:cut], spans, rules, redactor)
+
+    def end(self) -> str:
+        """The text is complete: return the rest, redacted, and start afresh.
+
+        Returns:
+            The redacted rest of the text.
+        """
+        rest, self._held, self._rescan_at = self._held, "", 0
+        return self._redactor().redact_text(rest) if rest else ""
+
+
+Spans = list[tuple[int, int]]
+
+
+def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
+    """The cut, and the matches before it of the rules that can span a space."""
+    end = len(text)
+    limit = end
+    spans: Spans = []
+    lowered = text.lower()
+    for gate, rule in rules.spanning:
+        if not gate or any(hint in lowered for hint in gate):
+            limit = min(limit, _settled(rule.finditer(text, partial=True), end, spans))
+    assignment = rules.assignment
+    # a key=value match holds its sign; without one, only a key the text ends on can start one
+    if (
+        assignment is not None
+        and ("=" in text or ":" in text or text[-1:] in _SPACES)
+        and any(hint in lowered for hint in assignment[0])
+    ):
+        limit = min(limit, _settled(_assignments(text, assignment[1]), end, spans))
+    cut = _last_space(text, limit)
+    moved = bool(spans)
+    while cut and moved:
+        moved = False
+        for start, stop in spans:
+            if start < cut < stop:
+                cut = _last_space(text, start)
+                moved = True
+    # A match found or pending: a look-behind past the cut, or a rule that reads another's marker,
+    # could make the two sides read differently alone.
+    if cut and (spans or limit < end) and not _splits_cleanly(text, cut, redactor):
+        cut = 0
+    return cut, [(start, stop) for start, stop in spans if stop <= cut]
+
+
+def _settled(matches: Iterable[regex.Match[str]], end: int, spans: Spans) -> int:
+    """Collect the settled matches' spans; return where the first one still pending starts."""
+    for found in matches:
+        start, stop = found.span()
+        if found.partial or stop == end:  # may still grow or change with the next piece
+            return start
+        if stop > start:
+            spans.append((start, stop))
+    return end
+
+
+def _assignments(text: str, rule: regex.Pattern[str]) -> list[regex.Match[str]]:
+    """The key=value rule's matches, tried only where one can start.
+
+    A match holds ``:`` or ``=`` after its key, and a key holds no space: it starts in the word
+    before a sign (spaces between them skipped), or, when only spaces end the text, in its last
+    word (the sign still to come). There it is tried at each position its look-behind allows.
+    """
+    end = len(text)
+    signs = [at for sign in (":", "=") for at in _positions(text, sign)]
+    tail = _skip_spaces_back(text, end)
+    if tail < end:
+        signs.append(tail)
+    found: dict[tuple[int, int], regex.Match[str]] = {}
+    for sign in sorted(signs):
+        before = _skip_spaces_back(text, sign)
+        word = _last_space(text, before)
+        for start in range(word, max(before, word + 1)):
+            if start == word or not _ASCII_ALNUM.match(text, start - 1):
+                match = rule.match(text, start, partial=True)
+                if match is not None:
+                    found.setdefault(match.span(), match)
+    return [found[span] for span in sorted(found)]
+
+
+def _positions(text: str, literal: str) -> list[int]:
+    """Where a literal occurs in a text."""
+    positions = []
+    at = text.find(literal)
+    while at >= 0:
+        positions.append(at)
+        at = text.find(literal, at + 1)
+    return positions
+
+
+def _skip_spaces_back(text: str, at: int) -> int:
+    """The position after the last character before ``at`` that is not a space, tab or newline."""
+    while at > 0 and text[at - 1] in _SPACES:
+        at -= 1
+    return at
+
+
+def _splits_cleanly(text: str, cut: int, redactor: Redactor) -> bool:
+    """Whether both sides of a cut redacted alone give the whole's result.
+
+    A lookaround, or a rule reading another's marker, could tell them apart.
+    """
+    whole = redactor.redact_text(text)
+    return redactor.redact_text(text[:cut]) + redactor.redact_text(text[cut:]) == whole
+
+
+def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor) -> str:
+    """Redact released text: whole when a rule that can span a space matched in it, else its words.
+
+    Only the words holding a word rule's literal or a literal secret are redacted then: such a
+    rule's match lies inside one word, and each window starts after a space and ends before one,
+    so redacting the windows alone equals redacting the whole text.
+    """
+    if spans:  # a secret was found: the cut was checked against the whole (`_splits_cleanly`)
+        return redactor.redact_text(text)
+    hot: Spans = []
+    for prefix, group in rules.words:
+        at = text.find(prefix)
+        while at >= 0:
+            if len(group) == 1 or text.startswith(group, at):
+                stop = _next_space(text, at)
+                need = _NEEDS.get(prefix)
+                if need is None or text.find(need, at, stop) >= 0:
+                    hot.append((at, stop))
+            at = text.find(prefix, at + 1)
+    if not hot:
+        return clean_text(text)
+    out: list[str] = []
+    done = 0
+    window_start = window_end = -1
+    for start, stop in sorted(hot):
+        if start >= window_end:
+            if window_end >= 0:
+                out.append(redactor.redact_text(text[window_start:window_end]))
+            window_start = _last_space(text, start)
+            out.append(clean_text(text[done:window_start]))
+        window_end = max(window_end, stop if stop == len(text) else _next_space(text, stop))
+        done = window_end
+    out.append(redactor.redact_text(text[window_start:window_end]))
+    out.append(clean_text(text[window_end:]))
+    return "".join(out)
+
+
+def _next_space(text: str, start: int) -> int:
+    """The position of the first space, tab or newline at or after ``start`` (else the end)."""
+    found = [at for at in (text.find(space, start) for space in _SPACES) if at >= 0]
+    return min(found) if found else len(text)

@@ -1,0 +1,242 @@
+"""`ownloop mcp serve` against hostile clients: replays, reused keys, cancels, floods of pending."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from ownloop import ToolContext, ToolRegistry
+from ownloop.cli import main
+from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
+from ownloop.policy import Policy, allow_writes
+from ownloop.store import SqliteRunStore
+
+
+class Bank:
+    """A registry whose write records every execution and the idempotency key it was given."""
+
+    def __init__(self) -> None:
+        self.transfers: list[tuple[dict[str, Any], str | None]] = []
+        self.release = threading.Event()
+        self.release.set()
+        self.registry = ToolRegistry()
+
+        @self.registry.tool(effect="read")
+        def balance(account: str) -> dict[str, object]:
+            """Read a balance.
+
+            Args:
+                account: The account id.
+            """
+            return {"account": account, "balance": 100}
+
+        @self.registry.tool(effect="write")
+        def transfer(account: str, amount: int, context: ToolContext) -> dict[str, object]:
+            """Move money.
+
+            Args:
+                account: The account id.
+                amount: How much.
+                context: The call's context.
+            """
+            self.transfers.append(({"account": account, "amount": amount}, context.idempotency_key))
+            if not self.release.wait(30):
+                raise TimeoutError("the test never released the transfer")
+            return {"transferred": amount}
+
+        @self.registry.tool(effect="write")
+        def wire(amount: int) -> dict[str, object]:
+            """Wire money (its effect is always lost).
+
+            Args:
+                amount: How much.
+            """
+            self.transfers.append(({"wire": amount}, None))
+            raise OSError("the connection dropped after the wire was sent")
+
+
+def _server(tmp_path: Path, bank: Bank, policy: Policy | None = None) -> RegistryServer:
+    return RegistryServer(
+        bank.registry,
+        store=SqliteRunStore(tmp_path / "runs.db"),
+        policy=policy or allow_writes("transfer", "wire"),
+    )
+
+
+def test_a_replayed_request_and_a_repeated_key_execute_once() -> None:
+    """The same request id in a session, or the same _meta key, is one execution."""
+    assert served_call_key({IDEMPOTENCY_META_KEY: "k"}, "s", 1) == "key:k"
+    assert served_call_key({IDEMPOTENCY_META_KEY: ""}, "s", 1) == "request:s:1"
+    assert served_call_key({IDEMPOTENCY_META_KEY: "x" * 257}, "s", "a") == 'request:s:"a"'
+    assert served_call_key(None, "s", 2) != served_call_key(None, "t", 2)
+
+
+def test_replays_never_run_a_write_twice(tmp_path: Path) -> None:
+    """Three replays of one request, then two calls with one key: two transfers, stable keys."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+
+    async def scenario() -> list[Any]:
+        replayed = served_call_key(None, "session-1", 7)
+        answers = [await server.call("transfer", arguments, key=replayed) for _ in range(3)]
+        async with Client(server.server()) as client:
+            meta = {IDEMPOTENCY_META_KEY: "client-key-1"}
+            answers += [await client.call_tool("transfer", arguments, meta=meta) for _ in "ab"]
+        return answers
+
+    answers = asyncio.run(scenario())
+    assert [answer.is_error for answer in answers] == [False] * 5
+    assert {json.dumps(answer.structured_content) for answer in answers} == {'{"transferred": 5}'}
+    assert len(bank.transfers) == 2
+    first_key = bank.transfers[1][1]
+    again = _server(tmp_path, bank)  # a restarted server answers the same key from the store
+
+    async def repeat() -> Any:
+        async with Client(again.server()) as client:
+            meta = {IDEMPOTENCY_META_KEY: "client-key-1"}
+            return await client.call_tool("transfer", arguments, meta=meta)
+
+    assert not asyncio.run(repeat()).is_error
+    assert len(bank.transfers) == 2
+    assert first_key is not None
+
+
+def test_a_key_reused_for_another_call_is_refused(tmp_path: Path) -> None:
+    """An idempotency key names one call: the same key with other arguments is rejected."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[Any]:
+        key = served_call_key({IDEMPOTENCY_META_KEY: "k"}, "s", 1)
+        first = await server.call("transfer", {"account": "a1", "amount": 5}, key=key)
+        other = await server.call("transfer", {"account": "a1", "amount": 500}, key=key)
+        return [first, other]
+
+    first, other = asyncio.run(scenario())
+    assert not first.is_error
+    assert other.is_error
+    assert other.structured_content["code"] == "key_reused"  # type: ignore[index]
+    assert len(bank.transfers) == 1
+
+
+def test_a_cancelled_write_finishes_and_its_repeat_is_answered_from_the_run(tmp_path: Path) -> None:
+    """A client cancelling mid-write does not stop it; the repeat waits for it, never reruns."""
+    bank = Bank()
+    bank.release.clear()
+    server = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-cancel"}, "s", 1)
+
+    async def scenario() -> Any:
+        first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        for _ in range(3000):
+            if bank.transfers:
+                break
+            await asyncio.sleep(0.01)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        repeat = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        await asyncio.sleep(0.05)
+        bank.release.set()
+        return await repeat
+
+    answer = asyncio.run(scenario())
+    assert answer.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_an_unknown_write_is_answered_again_never_repeated(tmp_path: Path) -> None:
+    """The identical repeat of a write whose effect is unknown is not executed again."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[Any]:
+        return [await server.call("wire", {"amount": 9}) for _ in range(2)]
+
+    first, second = asyncio.run(scenario())
+    assert first.is_error
+    assert second.is_error
+    assert "Do not repeat it" in second.content[0].text  # type: ignore[union-attr]
+    assert len(bank.transfers) == 1
+
+
+def test_an_approval_is_found_by_the_call_however_many_others_wait(tmp_path: Path) -> None:
+    """The approved call resumes by its identity even with many other calls pending."""
+    bank = Bank()
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+    server = _server(tmp_path, bank, Policy.from_document(document))
+    database = tmp_path / "runs.db"
+
+    async def ask(amount: int) -> Any:
+        return await server.call("transfer", {"account": "a1", "amount": amount})
+
+    first = asyncio.run(ask(5))
+    facts = first.structured_content
+    assert facts is not None
+    assert facts["status"] == "approval_required"
+    assert main(["approve", facts["run_id"], facts["request_id"], "--db", str(database)]) == 0
+
+    async def others_then_repeat() -> Any:
+        for amount in range(100, 130):
+            await ask(amount)
+        return await ask(5)
+
+    approved = asyncio.run(others_then_repeat())
+    assert approved.structured_content == {"transferred": 5}
+    assert bank.transfers == [({"account": "a1", "amount": 5}, bank.transfers[0][1])]
+    again = asyncio.run(ask(5))
+    assert again.structured_content["status"] == "approval_required"  # type: ignore[index]
+    assert again.structured_content["run_id"] != facts["run_id"]  # type: ignore[index]
+
+
+def test_a_repeat_waits_bounded_and_another_process_never_reruns(tmp_path: Path) -> None:
+    """A repeat of a call in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
+    bank = Bank()
+    bank.release.clear()
+    server = _server(tmp_path, bank)
+    server.repeat_wait_s = 0.05
+    elsewhere = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1)
+
+    async def scenario() -> list[Any]:
+        first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        for _ in range(3000):
+            if bank.transfers:
+                break
+            await asyncio.sleep(0.01)
+        waited = await server.call("transfer", arguments, key=key)
+        other = await elsewhere.call("transfer", arguments, key=key)
+        bank.release.set()
+        return [waited, other, await first]
+
+    waited, other, first = asyncio.run(scenario())
+    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
+    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert first.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_calls_without_a_key_are_numbered_and_each_runs(tmp_path: Path) -> None:
+    """Identical reads without a key are separate calls: runs 1..n, the latest found by id."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[str]:
+        for _ in range(6):
+            answer = await server.call("balance", {"account": "a1"})
+            assert answer.structured_content == {"account": "a1", "balance": 100}
+        return sorted(run.run_id for run in await server.store.list_runs(limit=100))
+
+    run_ids = asyncio.run(scenario())
+    assert len(run_ids) == 6
+    assert sorted(int(run_id.rsplit("-", 1)[1]) for run_id in run_ids) == [1, 2, 3, 4, 5, 6]
+    assert len({run_id.rsplit("-", 1)[0] for run_id in run_ids}) == 1

@@ -1,0 +1,258 @@
+"""`StreamRedactor`: text redacted as it arrives in pieces, released once no rule can change it."""
+
+from __future__ import annotations
+
+import itertools
+import re
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ownloop.redaction import RESCAN_FLOOR, Redactor, SecretPattern, StreamRedactor
+
+OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
+AWS_KEY = "AKIACANARY0EXAMPLE12"
+BEARER = "ya29.CanaryBearerToken-1234567890"
+PASSPHRASE = "correct horse battery staple"
+CARD = "4111 1111 1111 1111"
+CARD_PATTERN = r"\b\d{4}(?: \d{4}){3}\b"
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BCanaryBody\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+PLANTED = [
+    OPENAI_KEY,
+    AWS_KEY,
+    f"Authorization: Bearer {BEARER}",
+    f"bearer {BEARER}",
+    PASSPHRASE,
+    CARD,
+    PEM,
+    "password = hunter2hunter2",
+    'api_key="k3y-Canary-value"',
+    "postgresql://app:s3cr3t-Canary@db.internal/app",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJjYW5hcnkifQ.c2lnbmF0dXJl",
+    "ghp_abcdefghijklmnopqrstuvwxyz0123456789",
+    "xoxb-1234567890-Canary",
+    "AIzaSyCanary0123456789abcdefghijklmnopq",
+]
+FILLER = ["alpha", "is", "key:", "=", "set", "token", "\n", "\t", "4111", "correct horse", "Bearer"]
+# Every planted secret's telling part: none may reach the joined text.
+TELLS = [
+    "Canary0pen",
+    "CANARY0EXAMPLE",
+    "CanaryBearer",
+    "battery staple",
+    "1111 1111 1111 1111",
+    "CanaryBody",
+    "hunter2",
+    "k3y-Canary",
+    "s3cr3t-Canary",
+    "eyJzdWIi",
+    "ghp_abcdefghij",
+    "xoxb-1234567890",
+    "AIzaSyCanary",
+]
+
+
+def redactor() -> Redactor:
+    """The built-in rules, a learned value with spaces and an application pattern with spaces."""
+    return Redactor().with_values(PASSPHRASE).with_patterns(CARD_PATTERN)
+
+
+def stream(rules: Redactor, pieces: list[str]) -> list[str]:
+    """Feed the pieces one by one; return what each released, then the rest at the end."""
+    streamed = StreamRedactor(rules)
+    return [*(streamed.feed(piece) for piece in pieces), streamed.end()]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(st.sampled_from(PLANTED + FILLER), min_size=1, max_size=14),
+    separators=st.lists(st.sampled_from([" ", "\n", " ", "  ", "\t"]), min_size=14, max_size=14),
+    cuts=st.lists(st.integers(min_value=0, max_value=2000), max_size=25),
+)
+def test_any_chunking_joins_to_the_redacted_whole_and_leaks_nothing_early(
+    words: list[str], separators: list[str], cuts: list[int]
+) -> None:
+    """Whatever the text and its cuts, the released pieces join to the redacted whole, always."""
+    text = "".join(word + separator for word, separator in zip(words, separators, strict=False))
+    rules = redactor()
+    whole = rules.redact_text(text)
+    bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    pieces = [text[start:end] for start, end in itertools.pairwise(bounds)]
+    released = ""
+    streamed = StreamRedactor(rules)
+    for piece in pieces:
+        released += streamed.feed(piece)
+        # a released prefix is final: no secret, nor any piece of one, was sent before its end
+        assert whole.startswith(released)
+    released += streamed.end()
+    assert released == whole
+    for tell in TELLS:
+        assert tell not in released
+
+
+def test_a_learned_value_with_spaces_is_held_until_it_is_whole() -> None:
+    """`correct horse battery` is not released while `staple` may still follow."""
+    rules = redactor()
+    pieces = ["my pass is correct ", "horse ", "battery ", "staple and more "]
+    released = stream(rules, pieces)
+    assert released[:3] == ["my pass is ", "", ""]
+    assert "".join(released) == rules.redact_text("".join(pieces))
+    assert "horse" not in "".join(released)
+
+
+def test_an_application_pattern_with_spaces_is_held_until_it_is_whole() -> None:
+    """A card number streamed in groups leaves as one marker, never as `4111 1111 1111 [...]`."""
+    rules = redactor()
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("card 4111 1111 ") == "card "
+    assert streamed.held == len("4111 1111 ")
+    assert streamed.feed("1111 ") == ""
+    assert streamed.feed("1111 thanks ") == rules.redact_text(f"{CARD} thanks ")
+    assert streamed.held == 0
+
+
+def test_bearer_deltas_join_to_the_redacted_reply() -> None:
+    """`Authorization: Bearer <token>` cut in 3-character pieces joins to the redacted reply."""
+    text = f"use Authorization: Bearer {BEARER} then bearer {BEARER} ok"
+    pieces = [text[start : start + 3] for start in range(0, len(text), 3)]
+    joined = "".join(stream(Redactor(), pieces))
+    assert joined == Redactor().redact_text(text)
+    assert "Canary" not in joined
+
+
+def test_ordinary_text_is_released_up_to_its_last_space_at_once() -> None:
+    """Text no rule can match is held back only from its last space, tab or newline."""
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed("hello world\tand so\non") == "hello world\tand so\n"
+    assert streamed.held == 2
+    assert streamed.feed(" ") == "on "
+    assert streamed.end() == ""
+
+
+def test_a_key_before_its_sign_is_held_with_the_spaces_after_it() -> None:
+    """`password ` then `= hunter2…`: the key waits for its value, which never leaks."""
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed("the password ") == "the "
+    assert streamed.feed("= hunter2hunter2 done ") == Redactor().redact_text(
+        "password = hunter2hunter2 done "
+    )
+
+
+def test_the_redactor_is_read_at_every_piece() -> None:
+    """A secret learned mid-stream is redacted in the text still held."""
+    current = [Redactor()]
+    streamed = StreamRedactor(lambda: current[0])
+    assert streamed.feed("the code is opensesame") == "the code is "
+    current[0] = Redactor().with_values("opensesame")
+    assert streamed.feed(" now ") == current[0].redact_text("opensesame now ")
+    assert "opensesame" not in current[0].redact_text("opensesame")
+
+
+def test_a_long_run_without_spaces_is_rescanned_only_once_it_doubled() -> None:
+    """Held text past the floor waits for as much again before the next scan (bounded work)."""
+    streamed = StreamRedactor(Redactor())
+    run = "x" * (RESCAN_FLOOR + 1)
+    assert streamed.feed(run) == ""
+    assert streamed.feed(" done ") == ""  # a cut exists, but the held text has not doubled
+    assert streamed.feed("y" * RESCAN_FLOOR + " ") == run + " done " + "y" * RESCAN_FLOOR + " "
+    assert streamed.held == 0
+
+
+def test_short_held_text_is_rescanned_at_every_piece() -> None:
+    """Up to the floor, every piece rescans: a cut is used as soon as it exists."""
+    streamed = StreamRedactor(Redactor())
+    run = "x" * RESCAN_FLOOR
+    assert streamed.feed(run) == ""
+    assert streamed.feed(" ") == run + " "
+
+
+def test_the_end_releases_the_rest_redacted_and_starts_afresh() -> None:
+    """`end` redacts what is held, even a secret cut short, and the next text starts clean."""
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed(f"key {OPENAI_KEY}") == "key "
+    assert streamed.end() == Redactor().redact_text(OPENAI_KEY)
+    assert streamed.end() == ""
+    assert streamed.feed("next ") == "next "
+
+
+def test_a_rule_that_reads_across_a_cut_keeps_the_text_whole() -> None:
+    """A pattern whose look-behind sees past a space is never split where that would change it."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=id )\d{4,}")
+    streamed = StreamRedactor(rules)
+    released = streamed.feed("the id 12345 is here ") + streamed.end()
+    assert released == rules.redact_text("the id 12345 is here ")
+    assert "12345" not in released
+
+
+def test_words_holding_a_secret_are_redacted_among_plain_words() -> None:
+    """Every kind of one-word secret in long released text is redacted in place."""
+    text = " ".join(
+        ["plain", OPENAI_KEY, "gh", "ghost", "A", "AKIA", AWS_KEY, "https://x.org/a", "end "]
+    )
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed(text) == Redactor().redact_text(text)
+
+
+def test_a_redactor_without_rules_releases_text_as_it_is() -> None:
+    """With no rule at all, only unpaired surrogates change and text goes at the last space."""
+    streamed = StreamRedactor(Redactor(defaults=False))
+    assert streamed.feed("a \ud800b c") == "a \ufffdb "
+
+
+def test_a_look_behind_past_a_pending_match_keeps_the_text_whole() -> None:
+    """`the id 12345` with a rule reading `id ` before the number: nothing leaves before the end."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=id )\d{4,}")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("the id 12345") == ""
+    assert streamed.end() == rules.redact_text("the id 12345")
+    assert "12345" not in rules.redact_text("the id 12345")
+
+
+def test_a_cut_inside_a_match_moves_before_it() -> None:
+    """A value with spaces followed by more of a word: the cut goes back before the value."""
+    rules = Redactor().with_values(PASSPHRASE)
+    streamed = StreamRedactor(rules)
+    text = f"say {PASSPHRASE}xyz"
+    assert streamed.feed(text) == "say "
+    assert "say " + streamed.end() == rules.redact_text(text)
+
+
+def test_a_pattern_whose_hint_holds_a_space_is_always_tried() -> None:
+    """A hint with a space cannot gate a rule (its first word may arrive alone): it is tried."""
+    rules = Redactor(defaults=False).with_patterns(
+        SecretPattern("order", r"order no \d{6}", hints=["order no"])
+    )
+    pieces = ["my order ", "no 123", "456 ok "]
+    released = stream(rules, pieces)
+    assert released[0] == "my "
+    assert "".join(released) == rules.redact_text("".join(pieces))
+
+
+def test_a_pattern_that_matches_nothing_blocks_no_cut() -> None:
+    """A pattern matching the empty string redacts nothing and holds nothing back."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"z*"))
+    assert streamed.feed("ab cd ") == "ab cd "
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        (re.compile(r"card \d{4} \d{4}", re.IGNORECASE), "my CARD 1234 5678 ok "),
+        (re.compile(r"card \s+ \d{4} \s \d{4}", re.VERBOSE), "my card 1234 5678 ok "),
+        (re.compile(r"begin .+? end", re.DOTALL), "a begin x\ny end b "),
+        (re.compile(r"^secret \d+ \d+", re.MULTILINE), "a\nsecret 12 34 b "),
+    ],
+)
+def test_a_compiled_pattern_keeps_its_flags_in_the_stream(
+    pattern: re.Pattern[str], text: str
+) -> None:
+    """Flags given to `re.compile` hold in the stream too, in small pieces or in one."""
+    rules = Redactor(defaults=False).with_patterns(pattern)
+    pieces = [text[start : start + 3] for start in range(0, len(text), 3)]
+    assert "".join(stream(rules, pieces)) == rules.redact_text(text)
+    assert "".join(stream(rules, [text])) == rules.redact_text(text)
+    assert "[redacted:" in rules.redact_text(text)
