@@ -25,6 +25,7 @@ from ownloop.policy import (
     approval_digest,
     approval_request_id,
     deny_tools,
+    legacy_approval_digest,
     matching_approval,
     require_approval_for,
 )
@@ -66,21 +67,24 @@ def _events(result: Any, kind: str) -> list[Any]:
 
 
 def test_the_approval_digest_encoding_is_pinned() -> None:
-    """The digest is SHA-256 of sorted, compact JSON that keeps non-ASCII text as it is."""
+    """The digest is SHA-256 of the canonical text: sorted, compact JSON, non-ASCII kept."""
     arguments = {"note": "café ☕", "amount": 5}
-    payload = '{"arguments":{"amount":5,"note":"café ☕"},"revision":"rev-1","tool":"refund"}'
+    payload = (
+        '{"approval":1,"arguments":{"amount":5,"note":"café ☕"},"revision":"rev-1",'
+        '"tool":"refund"}'
+    )
     expected = hashlib.sha256(payload.encode()).hexdigest()
     assert approval_digest("refund", arguments, "rev-1") == expected
-    assert expected == "ef116bbe89e647af32c820ab9a9c42eb63af902ac851c8cde1395bed7ebb9c67"
 
 
-def test_a_digest_of_a_non_json_value_uses_its_text() -> None:
-    """A value JSON cannot encode is digested as its str(), not refused."""
+def test_a_digest_of_a_non_json_value_uses_its_stated_form() -> None:
+    """A value JSON has no type for is digested in its canonical form (a Decimal's text, tagged)."""
     payload = json.dumps(
-        {"arguments": {"when": "1.50"}, "revision": None, "tool": "refund"},
+        {"approval": 1, "arguments": {"when": {"$decimal": "1.50"}}, "revision": None,
+         "tool": "refund"},
         sort_keys=True,
         separators=(",", ":"),
-    )
+    )  # fmt: skip
     assert (
         approval_digest("refund", {"when": Decimal("1.50")}, None)
         == hashlib.sha256(payload.encode()).hexdigest()
@@ -384,3 +388,10 @@ def test_what_the_model_is_told_is_labelled_by_its_source() -> None:
         [("c1", "approval_denied")],
     ]
     assert executed == Counter()
+
+
+def test_the_legacy_approval_digest_is_pinned() -> None:
+    """The old formula (recognising requests paused before the canonical encoding) is pinned."""
+    payload = '{"arguments":{"note":"café"},"revision":"r","tool":"refund"}'
+    expected = hashlib.sha256(payload.encode()).hexdigest()
+    assert legacy_approval_digest("refund", {"note": "café"}, "r") == expected

@@ -18,6 +18,7 @@ from ownloop.contracts import (
     ApprovalRequest,
     AssistantMessage,
     BudgetWarning,
+    CallIdentity,
     EventBase,
     Evidence,
     JournalEntry,
@@ -45,6 +46,7 @@ from ownloop.contracts import (
     ToolCall,
     ToolMessage,
     ToolSpec,
+    ToolVersion,
     TraceEvent,
     Usage,
     UserMessage,
@@ -209,12 +211,14 @@ MODEL_RESPONSE = ModelResponse(
     provider_requests=2,
     notes=("tools_ignored: no tool_choice sent",),
 )
+TOOL_VERSION = ToolVersion(name="refund_order", effect="write", schema_digest="0123456789abcdef")
 VERSIONS = Versions(
     ownloop="0.1.0",
     python="3.11.7",
     sdk="1.99.0",
     model="gpt-test",
     policy_digest=DIGEST,
+    tools=(TOOL_VERSION,),
     output_type="Verdict:tool:0123456789abcdef",
 )
 EVENT_BASE = EventBase(run_id="run-1", seq=1, at=AT)
@@ -403,6 +407,15 @@ RUN_RESULT = RunResult(
     versions=VERSIONS,
     resume=None,
 )
+CALL_IDENTITY = CallIdentity(
+    key="call#3",
+    call_id="call_3",
+    tool="refund_order",
+    arguments={"order_id": "42", "tags": {"$set": ["a", "b"]}},
+    digest=DIGEST,
+    idempotency_key="idem-1",
+    digest_version=1,
+)
 RESUME_STATE = ResumeState(
     schema_version=1,
     task="Refund order 42",
@@ -413,6 +426,7 @@ RESUME_STATE = ResumeState(
     repeats=1,
     elapsed_s=4.5,
     approvals=(APPROVAL,),
+    identities=(CALL_IDENTITY,),
 )
 PAUSED_RESULT = RUN_RESULT.model_copy(
     update={
@@ -430,6 +444,9 @@ WRITE_INTENT = WriteIntent(
     arguments_digest=DIGEST,
     recorded_at=AT,
     provider_call_id="call_3",
+    arguments={"order_id": "42", "tags": {"$set": ["a", "b"]}},
+    digest_version=1,
+    approval=APPROVAL,
 )
 JOURNAL_ENTRY = JournalEntry(intent=WRITE_INTENT, receipt=RECEIPT)
 LEASE = Lease(
@@ -461,7 +478,7 @@ RUN_STATS = RunStats(
     usage={"steps": 4.0, "cost": 0.25},
 )
 RUN_SNAPSHOT = RunSnapshot(
-    schema_version=1,
+    schema_version=2,
     run_id="run-1",
     state="paused",
     task="Refund order 42",
@@ -477,6 +494,7 @@ RUN_SNAPSHOT = RunSnapshot(
     available_approvals=(APPROVAL,),
     approval_requests=(APPROVAL_REQUEST,),
     queue=(TOOL_CALL,),
+    identities=(CALL_IDENTITY,),
     admitted_call_id="call_3",
     last_action="refund_order|{}",
     repeats=1,
@@ -519,9 +537,11 @@ SAMPLES: list[BaseModel] = [
     OUTPUT_FORMAT,
     MODEL_REQUEST,
     MODEL_RESPONSE,
+    TOOL_VERSION,
     VERSIONS,
     EVENT_BASE,
     *EVENTS,
+    CALL_IDENTITY,
     RESUME_STATE,
     PAUSED_RESULT,
     WRITE_INTENT,

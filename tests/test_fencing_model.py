@@ -17,6 +17,10 @@ within its budgets, and every trace numbers its events without gaps.
 
 Examples per store: ``OWNLOOP_FENCING_EXAMPLES`` (default 2000 for memory, a third of that for
 SQLite and a tenth for PostgreSQL); ``OWNLOOP_FENCING_EXAMPLES=100000`` is the long search.
+
+The identity machine (`tests.fencing_identity`) runs every segment in a fresh interpreter under a
+random hash seed, with generated argument types and deploys, on SQLite files:
+``OWNLOOP_IDENTITY_EXAMPLES`` examples (default ``OWNLOOP_FENCING_EXAMPLES / 700``, at least 2).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -64,6 +68,7 @@ from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tools import Confirmed, NotApplied, ToolContext, ToolRegistry
 from tests.durable_support import fresh_schema, postgres_dsn
+from tests.fencing_identity import IdentityMachine
 
 TTL = 30.0
 LIMITS = Limits(max_steps=6, max_tool_calls=12, max_tool_attempts=24, max_repeats=4)
@@ -519,3 +524,20 @@ def _close_shared_stores() -> Any:
     if _Backends.sqlite is not None:
         asyncio.run(_Backends.sqlite.close())
         _Backends.sqlite = None
+
+
+IDENTITY_EXAMPLES = int(os.environ.get("OWNLOOP_IDENTITY_EXAMPLES", str(max(BASE // 700, 2))))
+
+
+def test_a_calls_identity_survives_fresh_interpreters_and_deploys() -> None:
+    """Generated argument types, hash seeds, crashes, deploys and decisions: no write runs twice."""
+    if IDENTITY_EXAMPLES == 0:
+        pytest.skip("OWNLOOP_IDENTITY_EXAMPLES=0 (the mutation gate: its segments are processes)")
+    IdentityMachine.TestCase.settings = settings(
+        max_examples=IDENTITY_EXAMPLES,
+        stateful_step_count=5,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking re-runs processes
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+    IdentityMachine.TestCase().runTest()

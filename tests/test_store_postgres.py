@@ -101,13 +101,13 @@ def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> 
 def test_hand_written_newer_snapshot_fails_fast(store: PostgresRunStore, dsn: str) -> None:
     """A stored snapshot with a newer schema version raises SchemaVersionError on load."""
     asyncio.run(store.get("warm-up"))  # creates the tables
-    future = {**json.loads(snapshot().model_dump_json()), "schema_version": 2, "new": True}
+    future = {**json.loads(snapshot().model_dump_json()), "schema_version": 3, "new": True}
     _execute(
         dsn,
         f"INSERT INTO {store.schema}.runs VALUES ('run-1', 1, 'running', NULL, NULL, now(), %s)",
         json.dumps(future),
     )
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match="schema version 3"):
         asyncio.run(store.get("run-1"))
 
 

@@ -61,21 +61,21 @@ def test_snapshot_is_stored_as_json_not_pickle(tmp_path: Path) -> None:
     raw = _raw(tmp_path / "runs.db")
     (text,) = raw.execute("SELECT snapshot FROM runs").fetchone()
     raw.close()
-    assert json.loads(text)["schema_version"] == 1
+    assert json.loads(text)["schema_version"] == 2
     asyncio.run(store.close())
 
 
 def test_hand_written_newer_snapshot_fails_fast(tmp_path: Path) -> None:
     """A stored snapshot with a newer schema version (and unknown fields) raises on load."""
     store = SqliteRunStore(tmp_path / "runs.db")
-    future = {**json.loads(snapshot().model_dump_json()), "schema_version": 2, "new_field": [1]}
+    future = {**json.loads(snapshot().model_dump_json()), "schema_version": 3, "new_field": [1]}
     raw = _raw(tmp_path / "runs.db")
     raw.execute(
         f"INSERT INTO runs {_COLUMNS} VALUES ('run-1', 1, 'running', NULL, NULL, '2026', ?)",
         (json.dumps(future),),
     )
     raw.close()
-    with pytest.raises(SchemaVersionError, match="schema version 2"):
+    with pytest.raises(SchemaVersionError, match="schema version 3"):
         asyncio.run(store.get("run-1"))
     asyncio.run(store.close())
 

@@ -11,9 +11,9 @@ from typing import Annotated, Any, Literal
 
 import pytest
 from pydantic import BaseModel, Field
-from pydantic.json_schema import PydanticJsonSchemaWarning
 
 from ownloop.contracts import Actor, ToolCall
+from ownloop.exceptions import ToolDefinitionError
 from ownloop.tools import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     Sensitive,
@@ -250,19 +250,17 @@ def test_canonical_and_digest() -> None:
     )
 
 
-def test_canonical_falls_back_for_defaults_pydantic_cannot_dump() -> None:
-    """A default without a JSON form still yields canonical JSON (its str), never an error."""
+def test_a_default_without_a_canonical_form_is_refused_at_registration() -> None:
+    """A default with no canonical form is refused at registration, naming the parameter."""
     tools = ToolRegistry()
     marker = object()
 
     def odd(value: Any = marker) -> None:
         """Take an odd default."""
 
-    with pytest.warns(PydanticJsonSchemaWarning):
+    refused = r"odd'.*parameter 'value' has a default.*no canonical encoding"
+    with pytest.raises(ToolDefinitionError, match=refused):
         tools.add(odd, effect="read", strict=False)
-    result = accepted("odd", {}, tools)
-    assert result.arguments == {"value": marker}
-    assert result.canonical == {"value": str(marker)}
 
 
 def test_same_arguments_for_another_tool_have_another_digest() -> None:

@@ -7,7 +7,9 @@
 - `check_deps` refuses a run or resume without the deps the agent declares (deps are live objects,
   never stored, so a resume must give them again), or with deps of another type.
 - `configuration_changes` says what differs between the configuration a run was recorded with
-  and the one resuming it; `check_configuration` refuses such a resume unless told to accept it.
+  and the one resuming it (each tool's effect and schema included, from `tool_versions`);
+  `check_configuration` refuses such a resume unless told to accept it.
+- `check_fresh_decisions` refuses a decision the run already applied (passed again).
 """
 
 from __future__ import annotations
@@ -15,16 +17,29 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from ownloop.contracts import Actor, Limits, RunSnapshot, RunStarted, ToolSpec, Versions
+from ownloop.contracts import (
+    Actor,
+    Approval,
+    Limits,
+    RunSnapshot,
+    RunStarted,
+    ToolSpec,
+    ToolVersion,
+    Versions,
+)
 from ownloop.exceptions import ConfigurationError
+from ownloop.identity import digest
 from ownloop.policy import Deny, Policy
 
 __all__ = [
     "NEVER_OFFERED",
     "check_configuration",
     "check_deps",
+    "check_fresh_decisions",
     "configuration_changes",
     "logger",
+    "tool_changes",
+    "tool_versions",
     "warn_never_offered",
 ]
 
@@ -122,9 +137,9 @@ def configuration_changes(
         Nothing when the digests agree; otherwise one phrase per difference found, or a phrase
         naming the policy and validators when neither the limits nor the offered tools differ.
     """
+    changes = tool_changes(snapshot.versions.tools, versions.tools)
     if snapshot.versions.policy_digest == versions.policy_digest:
-        return []
-    changes: list[str] = []
+        return changes
     if snapshot.limits != limits:
         recorded, now = snapshot.limits.model_dump(), limits.model_dump()
         names = [name for name in recorded if recorded[name] != now[name]]
@@ -143,6 +158,69 @@ def configuration_changes(
     if not changes:
         changes.append("the policy, the validators or the registered tools")
     return changes
+
+
+def tool_versions(specs: Iterable[ToolSpec]) -> tuple[ToolVersion, ...]:
+    """Record each tool's effect and a digest of its schema and options, for a run's versions.
+
+    Args:
+        specs: The registered tools.
+    """
+    return tuple(
+        ToolVersion(
+            name=spec.name,
+            effect=spec.effect,
+            schema_digest=digest(
+                {
+                    "parameters": spec.parameters,
+                    "strict": spec.strict,
+                    "requires_approval": spec.requires_approval,
+                    "idempotent": spec.idempotent,
+                }
+            )[:16],
+        )
+        for spec in specs
+    )
+
+
+def tool_changes(recorded: Iterable[ToolVersion], current: Iterable[ToolVersion]) -> list[str]:
+    """Name each recorded tool whose effect or schema changed (a run recorded none: nothing).
+
+    Args:
+        recorded: The tools the run was recorded with.
+        current: The resuming agent's tools.
+    """
+    now = {tool.name: tool for tool in current}
+    changes: list[str] = []
+    for tool in recorded:
+        found = now.get(tool.name)
+        if found is None:
+            continue  # a tool no longer registered shows as an offered-tools change
+        if found.effect != tool.effect:
+            changes.append(f"tool {tool.name!r} effect ({tool.effect} -> {found.effect})")
+        if found.schema_digest != tool.schema_digest:
+            changes.append(f"tool {tool.name!r} signature (its schema or options changed)")
+    return changes
+
+
+def check_fresh_decisions(snapshot: RunSnapshot, decisions: Iterable[Approval]) -> None:
+    """Refuse a decision the run already applied: one decision admits one call, once.
+
+    Args:
+        snapshot: The run.
+        decisions: The decisions supplied to a resume.
+
+    Raises:
+        ConfigurationError: A decision is one the run already applied.
+    """
+    for decision in decisions:
+        if decision in snapshot.approvals:
+            named = decision.request_id or decision.digest
+            raise ConfigurationError(
+                f"the decision for request {named} was already applied to run "
+                f"{snapshot.run_id}: a decision admits one call once; decide the request the "
+                "run waits for now"
+            )
 
 
 def check_configuration(

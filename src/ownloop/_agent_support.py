@@ -60,6 +60,7 @@ def snapshot_of_result(paused: RunResult) -> RunSnapshot:
         available_approvals=resume.approvals,
         approval_requests=paused.approval_requests,
         queue=resume.queue,
+        identities=resume.identities,
         admitted_call_id=resume.admitted_call_id,
         last_action=resume.last_action,
         repeats=resume.repeats,

@@ -8,6 +8,7 @@ implementation.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import platform
@@ -18,7 +19,13 @@ from typing import Any, Generic, Literal, cast
 
 from typing_extensions import TypeVar
 
-from ownloop._agent_checks import check_configuration, check_deps, warn_never_offered
+from ownloop._agent_checks import (
+    check_configuration,
+    check_deps,
+    check_fresh_decisions,
+    tool_versions,
+    warn_never_offered,
+)
 from ownloop._agent_output import output_spec, typed_result
 from ownloop._agent_support import (
     check_requests,
@@ -45,6 +52,7 @@ from ownloop.contracts import (
     RunResult,
     RunSnapshot,
     SystemMessage,
+    ToolCall,
     ToolSpec,
     UserMessage,
     Versions,
@@ -217,6 +225,7 @@ class Agent(Generic[DepsT, OutputT]):
         if lease_ttl_s <= 0:
             raise ConfigurationError("lease_ttl_s must be positive")
         self._lease_ttl_s = lease_ttl_s
+        self._resumed: set[tuple[str, int]] = set()
 
     def _validator(self, validators: Iterable[CheckFunction]) -> CompletionValidator | None:
         checks = [as_validator(check) for check in validators]
@@ -241,6 +250,7 @@ class Agent(Generic[DepsT, OutputT]):
             sdk=sdk_version(),
             model=model_name if isinstance(model_name, str) else type(self.model).__name__,
             policy_digest=hashlib.sha256(configuration.encode()).hexdigest()[:16],
+            tools=tool_versions(self.tools.specs()),
             output_type=self._output_label(),
         )
 
@@ -487,6 +497,7 @@ class Agent(Generic[DepsT, OutputT]):
         if isinstance(paused, RunResult) and self.store is None:
             snapshot = snapshot_of_result(paused)
             state = self._restore(snapshot, decisions, [], accept_changes)
+            self._claim_pause(snapshot)
             state.deps = deps
             return self._typed(await self._driver.drive(run_loop(self._config, state)))
         run_id = paused if isinstance(paused, str) else paused.run_id
@@ -563,6 +574,7 @@ class Agent(Generic[DepsT, OutputT]):
                 f"run {snapshot.run_id} is {status}, not paused: it cannot be resumed"
             )
         check_requests(snapshot, decisions)
+        check_fresh_decisions(snapshot, decisions)
         offered = self.offered_tools(snapshot.actor)
         changes = check_configuration(
             snapshot, self._config.versions, self.limits, offered, accept=accept_changes
@@ -618,26 +630,57 @@ class Agent(Generic[DepsT, OutputT]):
             "resume",
         )
 
-    def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
-        """Re-validate the calls of pending writes from the conversation, for their lookups.
+    def _claim_pause(self, snapshot: RunSnapshot) -> None:
+        """Refuse a second resume of one paused result on this agent (there is no store).
 
-        A model may reuse a call id, so a call is matched by its id *and* arguments digest.
+        Without a store nothing durable records that a pause was resumed; the agent remembers
+        it, so resuming the same paused result again cannot run its writes a second time.
+        """
+        pause = (snapshot.run_id, len(snapshot.trace))
+        if pause in self._resumed:
+            requests = ", ".join(r.id for r in snapshot.approval_requests) or "none"
+            raise ConfigurationError(
+                f"run {snapshot.run_id} was already resumed from this pause (request "
+                f"{requests}): its decisions are spent. Resume the result that resume returned, "
+                "or give the agent a store"
+            )
+        self._resumed.add(pause)
+
+    def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
+        """Rebuild the calls of pending writes for their lookups, from their journaled identity.
+
+        A write journaled before identities were is re-validated from the conversation, and
+        matched by its call id *and* the digest its intent recorded (a model may reuse an id).
         """
         found: dict[str, ValidatedCall] = {}
         for operation in state.pending:
+            key = pending_key(operation)
             for message in state.messages:
                 if not isinstance(message, AssistantMessage):
                     continue
                 for call in message.tool_calls:
                     if call.id != operation.call_id:
                         continue
-                    validated = self.tools.validate(call)
-                    if (
-                        isinstance(validated, ValidatedCall)
-                        and validated.digest == operation.arguments_digest
-                    ):
-                        found[pending_key(operation)] = validated
+                    validated = self._recorded_call(state, key, call, operation.arguments_digest)
+                    if validated is not None:
+                        found[key] = validated
         return found
+
+    def _recorded_call(
+        self, state: RunState, key: str, call: ToolCall, digest: str
+    ) -> ValidatedCall | None:
+        entry = state.journal.get(key)
+        if entry is not None and entry.intent.arguments is not None:
+            if entry.intent.tool != call.name or entry.intent.arguments_digest != digest:
+                return None  # a model may reuse a call id for another call
+            return self.tools.restore(call, dict(entry.intent.arguments), digest)
+        validated = self.tools.validate(call)
+        if isinstance(validated, ValidatedCall) and digest in (
+            validated.digest,
+            validated.legacy_digest,
+        ):
+            return dataclasses.replace(validated, digest=digest)
+        return None
 
     def _trace_redactor(self) -> Redactor:
         """The run's redactor: the agent's, plus every ``Sensitive()`` parameter name as a key."""

@@ -60,9 +60,10 @@ from ownloop.contracts.model import (
 from ownloop.contracts.operations import RunStats
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import ResumeState, RunResult
-from ownloop.contracts.status import RunStatus, StopReason, Versions
+from ownloop.contracts.status import RunStatus, StopReason, ToolVersion, Versions
 from ownloop.contracts.stream import BudgetWarning, StreamEnded, StreamEvent, TextDelta
 from ownloop.contracts.tools import (
+    CallIdentity,
     Effect,
     Evidence,
     Receipt,
@@ -84,6 +85,7 @@ __all__ = [
     "AssistantMessage",
     "BudgetExhausted",
     "BudgetWarning",
+    "CallIdentity",
     "CompletionRejected",
     "ConfigurationChanged",
     "ContextCompacted",
@@ -137,6 +139,7 @@ __all__ = [
     "ToolRejected",
     "ToolSpec",
     "ToolStarted",
+    "ToolVersion",
     "TraceEvent",
     "Usage",
     "UserMessage",

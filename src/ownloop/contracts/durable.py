@@ -13,14 +13,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from ownloop.contracts._base import Identifier, Record, ToolName, utc_now
+from ownloop.contracts._base import Identifier, JsonValue, Record, ToolName, utc_now
 from ownloop.contracts.events import TraceEvent
 from ownloop.contracts.limits import Limits, Usage
 from ownloop.contracts.messages import Message
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.results import RunResult
 from ownloop.contracts.status import Versions
-from ownloop.contracts.tools import Evidence, Receipt, ToolCall
+from ownloop.contracts.tools import CallIdentity, Evidence, Receipt, ToolCall
 
 __all__ = [
     "SNAPSHOT_SCHEMA_VERSION",
@@ -31,8 +31,12 @@ __all__ = [
     "WriteIntent",
 ]
 
-SNAPSHOT_SCHEMA_VERSION = 1
-"""The snapshot format this version of ownloop writes (and the newest it reads)."""
+SNAPSHOT_SCHEMA_VERSION = 2
+"""The snapshot format this version of ownloop writes (and the newest it reads).
+
+Version 2 added ``identities`` (the identity of each call in progress); version 1 snapshots load
+unchanged and record the identity of a call in progress on its first resume.
+"""
 
 SnapshotState = Literal["running", "paused", "finished"]
 
@@ -58,6 +62,7 @@ class RunSnapshot(Record):
         available_approvals: Decisions supplied and not yet consumed.
         approval_requests: Requests waiting for a decision.
         queue: Tool calls of the current turn not yet finished.
+        identities: The identity of each call in progress, fixed when it was first validated.
         admitted_call_id: The queue head's id once counted and checked for repeats.
         last_action: The last proposed action's key, for repeat detection.
         repeats: How many times in a row it was proposed.
@@ -83,6 +88,7 @@ class RunSnapshot(Record):
     available_approvals: tuple[Approval, ...] = ()
     approval_requests: tuple[ApprovalRequest, ...] = ()
     queue: tuple[ToolCall, ...] = ()
+    identities: tuple[CallIdentity, ...] = ()
     admitted_call_id: Identifier | None = None
     last_action: str | None = None
     repeats: int = Field(default=0, ge=0)
@@ -105,6 +111,11 @@ class WriteIntent(Record):
             with the same key and digest.
         recorded_at: When.
         provider_call_id: The id the model gave the call (kept for the wire and the audit).
+        arguments: The call's canonical arguments (`CallIdentity.arguments`); ``None`` in
+            journals written before identities were journaled.
+        digest_version: The encoding of ``arguments`` and ``arguments_digest``; ``None`` before.
+        approval: The decision that admitted the write, if one did: the journal records its
+            consumption with the write, so no path can spend it again.
     """
 
     run_id: Identifier
@@ -114,6 +125,9 @@ class WriteIntent(Record):
     arguments_digest: str = Field(max_length=128)
     recorded_at: datetime = Field(default_factory=utc_now)
     provider_call_id: Identifier | None = None
+    arguments: dict[str, JsonValue] | None = None
+    digest_version: int | None = Field(default=None, ge=0)
+    approval: Approval | None = None
 
 
 class JournalEntry(Record):

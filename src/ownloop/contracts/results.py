@@ -12,7 +12,7 @@ from ownloop.contracts.limits import Limits, Usage
 from ownloop.contracts.messages import Message
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
 from ownloop.contracts.status import RunStatus, StopReason, Versions
-from ownloop.contracts.tools import Evidence, Receipt, ToolCall
+from ownloop.contracts.tools import CallIdentity, Evidence, Receipt, ToolCall
 
 __all__ = ["OutputT", "ResumeState", "RunResult"]
 
@@ -42,6 +42,8 @@ class ResumeState(Record):
         repeats: How many times in a row it was proposed.
         elapsed_s: Run time used before the pause.
         approvals: Decisions supplied but not yet consumed.
+        identities: The identity of each call in progress (the paused one), fixed when it was
+            first validated.
     """
 
     schema_version: Literal[1] = 1
@@ -53,6 +55,7 @@ class ResumeState(Record):
     repeats: int = Field(default=0, ge=0)
     elapsed_s: float = Field(default=0.0, ge=0)
     approvals: tuple[Approval, ...] = ()
+    identities: tuple[CallIdentity, ...] = ()
 
 
 class RunResult(Record, Generic[OutputT]):

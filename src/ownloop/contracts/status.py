@@ -50,6 +50,21 @@ class StopReason(StrEnum):
     TOOL_ERROR = "tool_error"
 
 
+class ToolVersion(Record):
+    """What a run recorded of one registered tool, so a resume notices a changed tool.
+
+    Attributes:
+        name: The tool.
+        effect: Its declared effect.
+        schema_digest: A digest of its parameter schema and options (strict, approval,
+            idempotent).
+    """
+
+    name: str = Field(max_length=128)
+    effect: str = Field(max_length=16)
+    schema_digest: str = Field(max_length=128)
+
+
 class Versions(Record):
     """The versions that produced a run, recorded so a result can be reproduced and audited.
 
@@ -59,6 +74,8 @@ class Versions(Record):
         sdk: The provider SDK's version (``openai``), if installed.
         model: The model name the adapter targets, if known.
         policy_digest: A digest of the run's limits and policy configuration.
+        tools: Each registered tool's effect and schema digest (empty in runs recorded before
+            tools were recorded: their first resume records them).
         output_type: The typed answer the run produces (its name and schema digest, with the
             mode), or ``None`` for text.
     """
@@ -68,4 +85,5 @@ class Versions(Record):
     sdk: str | None = Field(default=None, max_length=64)
     model: str | None = Field(default=None, max_length=256)
     policy_digest: str | None = Field(default=None, max_length=128)
+    tools: tuple[ToolVersion, ...] = ()
     output_type: str | None = Field(default=None, max_length=128)

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from ownloop.contracts._base import Identifier, JsonValue, Record, ToolName
 
 __all__ = [
+    "CallIdentity",
     "Effect",
     "Evidence",
     "Receipt",
@@ -126,3 +127,31 @@ class Evidence(Record):
     tool: ToolName
     call_ids: tuple[Identifier, ...]
     title: str | None = Field(default=None, max_length=512)
+
+
+class CallIdentity(Record):
+    """A call's identity, fixed once when it is first validated, and journaled with it.
+
+    Approval matching, resume, replay, reconcile lookups and take-over read it and never derive
+    it again: a resumed call runs with these arguments, under this digest and key, whatever the
+    hash seed, the process or the tool's current signature.
+
+    Attributes:
+        key: The call's journal key (``call#<n>``).
+        call_id: The id the model gave the call.
+        tool: The tool.
+        arguments: The validated arguments (every default resolved) in the canonical encoding
+            of ``ownloop.identity``, by parameter name.
+        digest: The call's digest under ``digest_version``.
+        idempotency_key: The key a write is attempted with (``None`` for other calls).
+        digest_version: The canonical encoding's version (``0``: recorded from a run begun
+            before identities were journaled, under the configuration that resumed it).
+    """
+
+    key: Identifier
+    call_id: Identifier
+    tool: ToolName
+    arguments: dict[str, JsonValue]
+    digest: str = Field(max_length=128)
+    idempotency_key: Identifier | None = None
+    digest_version: int = Field(default=1, ge=0)

@@ -13,6 +13,7 @@ from datetime import timedelta
 from ownloop._text import describe_error
 from ownloop.budgets import check_before_tool_attempt, check_deadline
 from ownloop.contracts import (
+    Approval,
     Receipt,
     ReceiptEffect,
     ReceiptStatus,
@@ -25,6 +26,7 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import TransientToolError
+from ownloop.identity import DIGEST_VERSION
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
@@ -47,6 +49,7 @@ __all__ = [
     "Attempted",
     "attempts",
     "begin_attempt",
+    "consume_decision",
     "execute",
     "idempotency_key",
     "judge_attempt",
@@ -94,9 +97,7 @@ def tool_context(
         tool=spec.name,
         attempt=attempt,
         actor=state.actor,
-        idempotency_key=(
-            idempotency_key(state.run_id, key, validated.digest) if spec.effect == "write" else None
-        ),
+        idempotency_key=state.write_key(key, validated) if spec.effect == "write" else None,
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
         deps=state.deps,
         revision=revision,
@@ -132,13 +133,21 @@ def execute(
                 run_id=state.run_id,
                 call_id=key,
                 tool=spec.name,
-                idempotency_key=idempotency_key(state.run_id, key, validated.digest),
+                idempotency_key=state.write_key(key, validated),
                 arguments_digest=validated.digest,
                 recorded_at=config.clock.now(),
                 provider_call_id=validated.call.id,
+                arguments=validated.encoded,
+                digest_version=_version_of(state, key),
+                approval=state.admitted_by.get(key),
             )
         )
     return (yield from attempts(config, state, validated, key))
+
+
+def _version_of(state: RunState, key: str) -> int:
+    identity = state.identities.get(key)
+    return identity.digest_version if identity is not None else DIGEST_VERSION
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,11 +325,35 @@ def replay_journaled(state: RunState, validated: ValidatedCall, key: str) -> Rec
     entry = state.journaled(key, validated)
     if entry is None:
         return None
+    if entry.intent.approval is not None:  # the journal says what admitted it
+        consume_decision(state, entry.intent.approval)
     spec, call_id = validated.tool.spec, validated.call.id
-    if entry.intent.arguments_digest != validated.digest:
+    recorded = (validated.digest,) if entry.intent.arguments is not None else (
+        validated.digest, validated.legacy_digest  # a journal written before identities
+    )  # fmt: skip
+    if entry.intent.arguments_digest not in recorded:
         problem = f"the journal entry {key} records other arguments than this call"
         return _replay(state, spec, call_id, None, problem)
     return _replay(state, spec, call_id, entry.receipt)
+
+
+def consume_decision(state: RunState, decision: Approval) -> None:
+    """Consume a decision whose admitted call the journal records, whatever path admitted it.
+
+    Before a crash the gateway admitted the call; a resume replays it from the journal and never
+    reaches the gateway, so the decision is spent here: it, and any supplied or stored decision
+    naming the same request or digest, admits nothing more.
+
+    Args:
+        state: The run's state.
+        decision: The decision the journal records with the write.
+    """
+    names = {decision.request_id, decision.digest} - {None}
+    for approval in list(state.approvals):
+        if approval == decision or {approval.request_id, approval.digest} & names:
+            state.approvals.remove(approval)
+    if decision not in state.decisions:
+        state.decisions.append(decision)
 
 
 def _replay(

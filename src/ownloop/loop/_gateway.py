@@ -27,8 +27,9 @@ from ownloop.loop.state import RunState
 from ownloop.policy import (
     Deny,
     RequireApproval,
-    approval_digest,
     approval_request_id,
+    encoded_approval_digest,
+    legacy_approval_digest,
     matching_approval,
 )
 from ownloop.redaction import redact_sensitive
@@ -104,18 +105,36 @@ def _tell(
     )
 
 
+def _waiting(
+    state: RunState, validated: ValidatedCall, digest: str, revision: str | None
+) -> ApprovalRequest | None:
+    """Return the request this call paused with, if it is waiting for it.
+
+    A request recorded before the canonical encoding (snapshot version 1) carries the digest of
+    the old formula; it is recognised by that formula for the same recorded call.
+    """
+    legacy = legacy_approval_digest(validated.tool.spec.name, validated.canonical, revision)
+    return next(
+        (
+            request
+            for request in state.approval_requests
+            if request.call_id == validated.call.id and request.digest in (digest, legacy)
+        ),
+        None,
+    )
+
+
 def _approve(
     config: LoopConfig, state: RunState, validated: ValidatedCall, reason: str, key: str
 ) -> Generator[Effect, Outcome, bool]:
     spec, call = validated.tool.spec, validated.call
     revision = yield from current_revision(config)
-    digest = approval_digest(spec.name, validated.canonical, revision)
-    waiting = next(
-        (r.id for r in state.approval_requests if r.call_id == call.id and r.digest == digest),
-        None,  # a paused call keeps the request it paused with (also from older snapshots)
-    )
+    digest = encoded_approval_digest(spec.name, validated.encoded, revision)
+    waiting = _waiting(state, validated, digest, revision)
+    if waiting is not None:  # a paused call keeps the request it paused with
+        digest = waiting.digest
     request = ApprovalRequest(
-        id=waiting or approval_request_id(state.run_id, key, digest),
+        id=waiting.id if waiting is not None else approval_request_id(state.run_id, key, digest),
         call_id=call.id,
         tool=spec.name,
         arguments=redact_sensitive(validated.canonical, spec.sensitive),
@@ -152,6 +171,7 @@ def _approve(
     if approval in state.approvals:
         state.approvals.remove(approval)  # consumed by the call it admits
     state.decisions.append(approval)
+    state.admitted_by[key] = approval  # a write's intent journals it: consumed on every path
     state.approval_requests = []
     state.trace.emit(
         ApprovalDecided,

@@ -398,6 +398,7 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[A
             repeats=state.repeats,
             elapsed_s=max(config.clock.monotonic() - state.started_at, 0.0),
             approvals=tuple(state.approvals),
+            identities=tuple(state.identities.values()),
         )
     return RunResult(
         run_id=state.run_id,

@@ -11,6 +11,7 @@ from ownloop.contracts import (
     Actor,
     Approval,
     ApprovalRequest,
+    CallIdentity,
     Evidence,
     JournalEntry,
     Message,
@@ -69,6 +70,10 @@ class RunState:
             store.
         tool_tokens: The estimated tokens of the offered tool schemas (fixed for the run).
         taken_over_from: The worker whose unexpired lease this segment took over, if any.
+        identities: The identity of each call in progress by journal key, fixed when the call
+            was first validated (checkpointed; dropped once the call is answered).
+        admitted_by: The decision that admitted each call in progress, by journal key
+            (journaled with a write's intent).
     """
 
     run_id: str
@@ -98,6 +103,8 @@ class RunState:
     journal: dict[str, JournalEntry] = field(default_factory=dict)
     tool_tokens: int | None = None
     taken_over_from: str | None = None
+    identities: dict[str, CallIdentity] = field(default_factory=dict)
+    admitted_by: dict[str, Approval] = field(default_factory=dict)
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
@@ -119,13 +126,25 @@ class RunState:
                 call_id=validated.call.id,
                 tool=validated.tool.spec.name,
                 arguments_digest=validated.digest,
-                idempotency_key=idempotency_key(self.run_id, key, validated.digest),
+                idempotency_key=self.write_key(key, validated),
                 revision=revision,
                 reason=reason[:1024],
                 journal_key=key,
             )
         )
         self.pending_calls[key] = validated
+
+    def write_key(self, key: str, validated: ValidatedCall) -> str:
+        """Return a write's idempotency key: the one fixed with its identity.
+
+        Args:
+            key: The call's journal key.
+            validated: The call.
+        """
+        identity = self.identities.get(key)
+        if identity is not None and identity.idempotency_key is not None:
+            return identity.idempotency_key
+        return idempotency_key(self.run_id, key, validated.digest)
 
     def settle(self, key: str) -> None:
         """Forget a pending write once an authoritative answer settled it.
@@ -159,7 +178,10 @@ class RunState:
         if entry is not None or provider_id.startswith(JOURNAL_KEY_PREFIX):
             return entry
         legacy = self.journal.get(provider_id)
-        if legacy is not None and legacy.intent.arguments_digest == validated.digest:
+        if legacy is not None and legacy.intent.arguments_digest in (
+            validated.digest,
+            validated.legacy_digest,
+        ):
             return legacy
         return None
 

@@ -23,6 +23,7 @@ from ownloop.contracts import (
 from ownloop.loop._execute import execute, replay_journaled
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._gateway import admit
+from ownloop.loop._identity import identify
 from ownloop.loop._observe import add_tool_observation, truncate
 from ownloop.loop._revision import current_revision
 from ownloop.loop._unknown import settle_pending
@@ -57,7 +58,8 @@ def run_tool_call(
     """
     if state.admitted_call_id != call.id:  # a call resumed after approval was admitted already
         admit_proposal(config, state, call)
-    validated = config.registry.validate(call)
+    key = state.current_key()
+    validated = identify(config, state, call, key)  # decided once, then read back
     if isinstance(validated, ToolRejection):
         state.trace.emit(
             ToolRejected,
@@ -75,15 +77,22 @@ def run_tool_call(
             source="rejection",
         )
         return
-    key = state.current_key()
     receipt = _from_journal(config, state, validated, key)
     if receipt is None:
         if validated.tool.spec.effect == "write":
             yield from block_on_pending(config, state, f"write {validated.tool.spec.name!r}")
         if not (yield from admit(config, state, validated, key)):
+            _answered(state, key)
             return
         receipt = yield from execute(config, state, validated, key)
     yield from conclude_call(config, state, validated, receipt, key)
+    _answered(state, key)
+
+
+def _answered(state: RunState, key: str) -> None:
+    """Forget a call's identity once it is answered: its intent (for a write) keeps it."""
+    state.identities.pop(key, None)
+    state.admitted_by.pop(key, None)
 
 
 def conclude_call(

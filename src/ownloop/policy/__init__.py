@@ -5,7 +5,13 @@ tool's declaration and the validated arguments — never from a model's or a too
 runtime consults it twice: to choose which tools to offer, and before executing each call.
 """
 
-from ownloop.policy._approvals import approval_digest, approval_request_id, matching_approval
+from ownloop.policy._approvals import (
+    approval_digest,
+    approval_request_id,
+    encoded_approval_digest,
+    legacy_approval_digest,
+    matching_approval,
+)
 from ownloop.policy._document import PolicyDocument
 from ownloop.policy._policy import (
     Policy,
@@ -40,6 +46,8 @@ __all__ = [
     "default_policy",
     "deny_all",
     "deny_tools",
+    "encoded_approval_digest",
+    "legacy_approval_digest",
     "matching_approval",
     "refuse_sql_writes",
     "require_approval_for",

@@ -1,32 +1,81 @@
 """Approvals bound to exact calls: digests, request ids and matching.
 
-An approval admits one call: the tool, its canonical validated arguments and the state revision
-it runs against, digested together. A decision for other arguments or another revision never
-matches, and the runtime consumes an approval when it admits the call.
+An approval admits one call: the tool, its validated arguments in the canonical encoding of
+`ownloop.identity` (secrets by their real value, sets sorted, every default resolved) and the
+state revision it runs against, digested together. A decision for other arguments or another
+revision never matches, and the runtime consumes an approval when the journal records the call it
+admitted.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ownloop.contracts import Approval, ApprovalRequest
+from ownloop.identity import DIGEST_VERSION, digest, encode
 
-__all__ = ["approval_digest", "approval_request_id", "matching_approval"]
+__all__ = [
+    "approval_digest",
+    "approval_request_id",
+    "encoded_approval_digest",
+    "legacy_approval_digest",
+    "matching_approval",
+]
 
 
-def approval_digest(tool: str, arguments: dict[str, Any], revision: str | None) -> str:
-    """Digest one exact call: tool, canonical arguments and revision.
+def approval_digest(tool: str, arguments: Mapping[str, Any], revision: str | None) -> str:
+    """Digest one exact call: tool, arguments and revision (to approve a call up front).
 
     Args:
         tool: The tool name.
-        arguments: The validated arguments in canonical JSON form.
+        arguments: Every argument of the call by parameter name, defaults included, as the
+            handler receives them (Python values: a ``set``, a ``SecretStr``, a ``datetime``).
         revision: The state revision the call would run against (``None`` when not tracked).
 
     Returns:
-        A hex SHA-256 digest, equal for equal calls whatever the key order.
+        A hex SHA-256 digest, equal for equal calls whatever the key or set order, the process
+        or the hash seed.
+
+    Raises:
+        ConfigurationError: An argument has no canonical encoding.
+    """
+    return encoded_approval_digest(tool, {k: encode(v) for k, v in arguments.items()}, revision)
+
+
+def encoded_approval_digest(tool: str, encoded: Mapping[str, Any], revision: str | None) -> str:
+    """Digest one exact call whose arguments are already in the canonical encoding.
+
+    Args:
+        tool: The tool name.
+        encoded: The arguments as `ownloop.identity.encode` gave them (the journaled form).
+        revision: The state revision the call would run against.
+
+    Returns:
+        A hex SHA-256 digest.
+    """
+    return digest(
+        {
+            "approval": DIGEST_VERSION,
+            "tool": tool,
+            "arguments": dict(encoded),
+            "revision": revision,
+        }
+    )
+
+
+def legacy_approval_digest(tool: str, arguments: dict[str, Any], revision: str | None) -> str:
+    """The approval digest of releases before the canonical encoding (secrets masked).
+
+    Used only to recognise a request a run paused with before it was upgraded; never to admit
+    a call by itself.
+
+    Args:
+        tool: The tool name.
+        arguments: The masked JSON arguments (``ValidatedCall.canonical``).
+        revision: The revision.
     """
     payload = json.dumps(
         {"tool": tool, "arguments": arguments, "revision": revision},

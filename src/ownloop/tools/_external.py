@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 from ownloop.contracts import JsonValue, ToolCall, ToolSpec
-from ownloop.exceptions import ToolDefinitionError
+from ownloop.exceptions import ConfigurationError, ToolDefinitionError
+from ownloop.identity import call_digest, decode, encode
 from ownloop.tools._arguments import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     ArgumentProblem,
@@ -25,9 +26,9 @@ from ownloop.tools._arguments import (
 )
 from ownloop.tools._context import ToolContext
 from ownloop.tools._inflight import write_settled, write_started
-from ownloop.tools._outcomes import ToolRejection, ValidatedCall
+from ownloop.tools._outcomes import ToolRejection
 from ownloop.tools._reconcile import Reconcile
-from ownloop.tools._tool import RegisteredTool, _digest, _sort_keys
+from ownloop.tools._tool import RegisteredTool, ValidatedCall, _sort_keys
 
 __all__ = ["ArgumentCheck", "ExternalHandler", "ExternalTool"]
 
@@ -116,13 +117,48 @@ class ExternalTool(RegisteredTool):
         if problem is not None:
             message = bound(f"Invalid arguments for tool {self.name!r}: {problem}")
             return self._reject(call, "invalid_arguments", message)
-        canonical = cast("dict[str, JsonValue]", _sort_keys(loaded))
+        return self._validated_json(call, loaded)
+
+    def restore(self, call: ToolCall, encoded: dict[str, Any], digest: str) -> ValidatedCall:
+        """Rebuild a recorded call from its journaled canonical arguments (JSON, checked again).
+
+        Args:
+            call: The proposal as the model sent it.
+            encoded: The journaled canonical arguments.
+            digest: The journaled digest, which the call keeps.
+
+        Returns:
+            The call, with exactly the recorded arguments.
+
+        Raises:
+            ConfigurationError: The source's schema rejects the recorded arguments now.
+        """
+        arguments = decode(encoded)
+        problem = self._check(arguments)
+        if problem is not None:
+            raise ConfigurationError(
+                f"the recorded call {call.id!r} of tool {self.name!r} cannot run under the "
+                f"tool's current schema ({problem})"
+            )
+        rebuilt = self._validated_json(call, arguments)
+        return ValidatedCall(
+            call=call,
+            tool=self,
+            arguments=rebuilt.arguments,
+            canonical=rebuilt.canonical,
+            digest=digest,
+            encoded=dict(encoded),
+        )
+
+    def _validated_json(self, call: ToolCall, loaded: dict[str, Any]) -> ValidatedCall:
+        encoded = cast("dict[str, Any]", encode(loaded))
         return ValidatedCall(
             call=call,
             tool=self,
             arguments=loaded,
-            canonical=canonical,
-            digest=_digest(self.name, canonical),
+            canonical=cast("dict[str, JsonValue]", _sort_keys(loaded)),
+            digest=call_digest(self.name, encoded),
+            encoded=encoded,
         )
 
     async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:

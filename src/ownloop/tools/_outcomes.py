@@ -1,4 +1,7 @@
-"""The two outcomes of validating a proposed tool call: admitted (`ValidatedCall`) or not.
+"""What a proposed tool call that failed validation becomes: a `ToolRejection`.
+
+The other outcome, `ValidatedCall`, lives with `RegisteredTool` (it holds one); this module
+imports no other tool module, so argument loading can name rejection codes without a cycle.
 
 A `ToolRejection` is data, not an exception: bad input from a model is expected, and the runtime
 turns the rejection into an observation the model can act on. Its message is written for the model
@@ -7,17 +10,11 @@ turns the rejection into an observation the model can act on. Its message is wri
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from ownloop.contracts import JsonValue, ToolCall
-
-if TYPE_CHECKING:
-    from ownloop.tools._tool import RegisteredTool
-
-__all__ = ["RejectionCode", "ToolRejection", "ValidatedCall"]
+__all__ = ["RejectionCode", "ToolRejection"]
 
 RejectionCode = Literal["unknown_tool", "invalid_json", "invalid_arguments", "arguments_too_large"]
 """Why a proposed call was rejected before its tool ran."""
@@ -40,30 +37,3 @@ class ToolRejection(BaseModel):
     tool: str
     code: RejectionCode
     message: str
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ValidatedCall:
-    """A proposed call whose tool exists and whose arguments passed validation.
-
-    Attributes:
-        call: The proposal as the model sent it.
-        tool: The registered tool it calls.
-        arguments: Python values ready to pass to the function, defaults restored.
-        canonical: The arguments as JSON (defaults restored, keys sorted at every level).
-        digest: SHA-256 hex of ``"<tool>:" + canonical JSON`` (sorted keys, compact); equal
-            for equal calls of the same tool, whatever key order the model used.
-    """
-
-    call: ToolCall
-    tool: RegisteredTool
-    arguments: dict[str, Any]
-    canonical: dict[str, JsonValue]
-    digest: str
-
-    def __repr__(self) -> str:
-        # Arguments may hold secrets (see ToolSpec.sensitive): the repr shows only identifiers.
-        return (
-            f"ValidatedCall(tool={self.tool.spec.name!r}, call_id={self.call.id!r}, "
-            f"digest={self.digest[:12]!r})"
-        )

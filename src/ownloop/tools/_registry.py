@@ -14,10 +14,10 @@ from typing import Any, TypeVar, overload
 from ownloop.contracts import Effect, ToolCall, ToolSpec
 from ownloop.exceptions import ConfigurationError
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES, bound, echo
-from ownloop.tools._outcomes import ToolRejection, ValidatedCall
+from ownloop.tools._outcomes import ToolRejection
 from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._signature import definition_error, function_label
-from ownloop.tools._tool import RegisteredTool, build_tool
+from ownloop.tools._tool import RegisteredTool, ValidatedCall, build_tool
 
 __all__ = ["ToolRegistry"]
 
@@ -206,6 +206,29 @@ class ToolRegistry:
                 call_id=call.id, tool=call.name, code="unknown_tool", message=bound(message)
             )
         return registered.validate(call, max_argument_bytes=self.max_argument_bytes)
+
+    def restore(self, call: ToolCall, arguments: dict[str, Any], digest: str) -> ValidatedCall:
+        """Rebuild a recorded call from its journaled canonical arguments; nothing is recomputed.
+
+        Args:
+            call: The proposal as the model sent it.
+            arguments: The journaled arguments (`ownloop.contracts.CallIdentity.arguments`).
+            digest: The journaled digest, which the rebuilt call keeps.
+
+        Returns:
+            The call, executing with exactly the journaled arguments.
+
+        Raises:
+            ConfigurationError: The tool is gone, or its current signature cannot hold the
+                journaled arguments unchanged.
+        """
+        registered = self._tools.get(call.name)
+        if registered is None:
+            raise ConfigurationError(
+                f"the recorded call {call.id!r} names tool {call.name!r}, which is not "
+                "registered any more: register it to resume the run"
+            )
+        return registered.restore(call, arguments, digest)
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and name in self._tools

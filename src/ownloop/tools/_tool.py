@@ -14,11 +14,16 @@ import inspect
 import json
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, cast
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
+from pydantic_core import PydanticUndefined
 
 from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, Receipt, ToolCall, ToolSpec
+from ownloop.exceptions import ConfigurationError
+from ownloop.identity import call_digest, canonical_text, decode, encode, unsupported_type
 from ownloop.tools._arguments import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     ArgumentProblem,
@@ -29,7 +34,7 @@ from ownloop.tools._arguments import (
 from ownloop.tools._context import ToolContext
 from ownloop.tools._docstrings import parse_docstring
 from ownloop.tools._inflight import write_settled, write_started
-from ownloop.tools._outcomes import RejectionCode, ToolRejection, ValidatedCall
+from ownloop.tools._outcomes import RejectionCode, ToolRejection
 from ownloop.tools._reconcile import Reconcile
 from ownloop.tools._schema import plain_schema, strict_schema
 from ownloop.tools._serialize import to_jsonable
@@ -42,9 +47,45 @@ from ownloop.tools._signature import (
 )
 from ownloop.tools._threads import start_in_thread
 
-__all__ = ["RegisteredTool", "build_tool"]
+__all__ = ["RegisteredTool", "ValidatedCall", "build_tool", "legacy_digest"]
 
 _NAME = re.compile(TOOL_NAME_PATTERN)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ValidatedCall:
+    """A proposed call whose tool exists and whose arguments passed validation.
+
+    Attributes:
+        call: The proposal as the model sent it.
+        tool: The registered tool it calls.
+        arguments: Python values ready to pass to the function, defaults restored.
+        canonical: The arguments as the policy and approvers see them: JSON, keys sorted at
+            every level, secret values masked (never used for identity).
+        digest: The call's identity digest: `ownloop.identity.call_digest` of the tool and
+            ``encoded``; for a restored call, the journaled digest.
+        encoded: The arguments in the canonical encoding of `ownloop.identity` (secrets by
+            their real value): what a call's identity is computed from and journaled as.
+    """
+
+    call: ToolCall
+    tool: RegisteredTool
+    arguments: dict[str, Any]
+    canonical: dict[str, JsonValue]
+    digest: str
+    encoded: dict[str, Any]
+
+    @property
+    def legacy_digest(self) -> str:
+        """The digest releases before the canonical encoding computed, to match their records."""
+        return legacy_digest(self.tool.spec.name, self.canonical)
+
+    def __repr__(self) -> str:
+        # Arguments may hold secrets (see ToolSpec.sensitive): the repr shows only identifiers.
+        return (
+            f"ValidatedCall(tool={self.tool.spec.name!r}, call_id={self.call.id!r}, "
+            f"digest={self.digest[:12]!r})"
+        )
 
 
 class RegisteredTool:
@@ -119,14 +160,69 @@ class RegisteredTool:
                 sensitive=self.spec.sensitive,
             )
             return self._reject(call, "invalid_arguments", message)
+        try:
+            return self._validated(call, instance)
+        except ConfigurationError as error:  # a default or factory made an unencodable value
+            return self._reject(call, "invalid_arguments", f"{self.name!r}: {error}")
+
+    def restore(self, call: ToolCall, encoded: dict[str, Any], digest: str) -> ValidatedCall:
+        """Rebuild a recorded call from its canonical arguments, keeping its recorded digest.
+
+        No default or factory runs again for a recorded parameter: every one is in ``encoded``.
+        A parameter added since (with a default) takes its default; the call's identity stays
+        the recorded one.
+
+        Args:
+            call: The proposal as the model sent it.
+            encoded: The journaled canonical arguments.
+            digest: The journaled digest.
+
+        Returns:
+            The call, with exactly the recorded arguments.
+
+        Raises:
+            ConfigurationError: The current signature rejects the recorded arguments, or would
+                change one of them.
+        """
+        try:
+            instance = self._arguments.model.model_validate(
+                decode(encoded), by_alias=True, by_name=True
+            )
+            rebuilt = self._validated(call, instance)
+        except (ValidationError, ConfigurationError) as error:
+            raise self._changed(call, str(error)) from error
+        changed = sorted(
+            name
+            for name, value in encoded.items()  # compared as text: 5 and 5.0 are two values
+            if canonical_text(rebuilt.encoded.get(name)) != canonical_text(value)
+        )
+        if changed:
+            raise self._changed(call, f"parameters {', '.join(changed)} would change")
+        return ValidatedCall(
+            call=call,
+            tool=self,
+            arguments=rebuilt.arguments,
+            canonical=rebuilt.canonical,
+            digest=digest,
+            encoded=dict(encoded),
+        )
+
+    def _validated(self, call: ToolCall, instance: BaseModel) -> ValidatedCall:
         arguments = {p.name: getattr(instance, p.field) for p in self._shape.parameters}
-        canonical = _canonical(instance, arguments)
+        encoded = {name: encode(value) for name, value in arguments.items()}
         return ValidatedCall(
             call=call,
             tool=self,
             arguments=arguments,
-            canonical=canonical,
-            digest=_digest(self.name, canonical),
+            canonical=_canonical(instance, arguments),
+            digest=call_digest(self.name, encoded),
+            encoded=encoded,
+        )
+
+    def _changed(self, call: ToolCall, problem: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"the recorded call {call.id!r} of tool {self.name!r} cannot run under the tool's "
+            f"current signature ({problem}): resume it with the release that recorded it"
         )
 
     async def invoke(self, arguments: dict[str, Any], context: ToolContext) -> Any:
@@ -191,6 +287,7 @@ class RegisteredTool:
         )
 
     def _reject(self, call: ToolCall, code: RejectionCode, message: str) -> ToolRejection:
+        """Turn a problem into the rejection the model is told."""
         return ToolRejection(call_id=call.id, tool=call.name, code=code, message=message)
 
     def __repr__(self) -> str:
@@ -242,8 +339,10 @@ def build_tool(
             None,
             f"the name {tool_name!r} does not match {TOOL_NAME_PATTERN}; pass name=...",
         )
+    _check_defaults(shape)
     docstring = parse_docstring(inspect.getdoc(function))
     arguments = build_arguments_model(shape, docstring.params)
+    _check_types(shape)
     schema = (
         strict_schema(arguments.schema, shape.label) if strict else plain_schema(arguments.schema)
     )
@@ -275,6 +374,34 @@ def build_tool(
     return RegisteredTool(spec, function, shape=shape, arguments=arguments, reconcile=reconcile)
 
 
+def _check_types(shape: FunctionShape) -> None:
+    """Refuse a parameter whose type has no canonical encoding (a call's identity needs one)."""
+    for parameter in shape.parameters:
+        problem = unsupported_type(parameter.annotation)
+        if problem is not None:
+            raise definition_error(
+                shape.label,
+                parameter.name,
+                f"has type {problem}, which has no canonical encoding (a call's identity "
+                "is digested from it; see ownloop.identity for the supported types)",
+            )
+
+
+def _check_defaults(shape: FunctionShape) -> None:
+    """Refuse a default with no canonical encoding (a factory's values are checked per call)."""
+    for parameter in shape.parameters:
+        default = parameter.default
+        if isinstance(default, FieldInfo):  # ``x: int = Field(3)``: its default, if any
+            default = default.default
+        if default is inspect.Parameter.empty or default is PydanticUndefined:
+            continue
+        try:
+            encode(default)
+        except ConfigurationError as error:
+            problem = f"has a default: {error}"
+            raise definition_error(shape.label, parameter.name, problem) from error
+
+
 def _canonical(instance: BaseModel, arguments: dict[str, Any]) -> dict[str, JsonValue]:
     """Dump validated arguments as JSON with every object's keys sorted."""
     try:
@@ -292,6 +419,11 @@ def _sort_keys(value: Any) -> Any:
     return value
 
 
-def _digest(tool: str, canonical: dict[str, JsonValue]) -> str:
+def legacy_digest(tool: str, canonical: dict[str, JsonValue]) -> str:
+    """The digest of a call as releases before `ownloop.identity` computed it.
+
+    It masks secrets and follows hash order in sets, so it is never an identity any more; it only
+    recognises records those releases wrote.
+    """
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(f"{tool}:{text}".encode("utf-8", "surrogatepass")).hexdigest()

@@ -239,8 +239,10 @@ def _arguments(arguments: Any) -> str:
 
 def _versions(versions: dict[str, Any]) -> str:
     labels = {"sdk": "openai", "policy_digest": "policy"}
-    return " · ".join(
-        f"{labels.get(key, key)} {value}" for key, value in versions.items() if value is not None
+    return " · ".join(  # each tool's schema digest is for resumes, not for reading
+        f"{labels.get(key, key)} {value}"
+        for key, value in versions.items()
+        if value is not None and key != "tools"
     )
 
 

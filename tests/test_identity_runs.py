@@ -1,0 +1,291 @@
+"""A call's identity is decided once: approvals bind it, resumes and replays read it back.
+
+Each test is a case where recomputing the identity (digest, idempotency key, arguments) used to
+admit a call twice, or never: a factory default, a secret, a decision spent on the replay path,
+the same decision passed again, and the same paused result resumed twice without a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import uuid
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import Field, SecretStr
+
+from ownloop import Agent, Approval, RunResult, RunStatus
+from ownloop.contracts import Lease, WriteIntent
+from ownloop.exceptions import ConfigurationError
+from ownloop.policy import allow_writes, approval_digest
+from ownloop.store import MemoryRunStore, SqliteRunStore
+from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import Confirmed, NotApplied, ToolContext, ToolRegistry
+
+
+class Crash(BaseException):
+    """The worker dies here: nothing below it runs, its lease stays held."""
+
+
+def _approve(result: RunResult, approver: str = "alice") -> Approval:
+    (request,) = result.approval_requests
+    return Approval(request_id=request.id, approved=True, approver=approver)
+
+
+def _refunds(ledger: list[dict[str, Any]], *, approval: bool, crash: list[bool]) -> ToolRegistry:
+    """A refund write that records each effect (by key) in ``ledger``; a lookup reads it."""
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed | NotApplied:
+        done = [row for row in ledger if row["key"] == ctx.idempotency_key]
+        return Confirmed({"refunded": arguments["order_id"]}) if done else NotApplied()
+
+    @registry.tool(effect="write", requires_approval=approval, reconcile=lookup)
+    def refund(order_id: str, ctx: ToolContext) -> dict[str, str]:
+        """Refund an order."""
+        ledger.append({"key": ctx.idempotency_key, "order_id": order_id})
+        if crash and crash.pop():
+            raise Crash
+        return {"refunded": order_id}
+
+    return registry
+
+
+def test_a_factory_default_is_approved_as_proposed_and_runs_with_that_value() -> None:
+    """A default_factory value is fixed once: the approval admits it and the handler receives it."""
+    registry = ToolRegistry()
+    received: list[str] = []
+
+    @registry.tool(effect="write", requires_approval=True)
+    def open_ticket(
+        title: str, ticket_id: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)]
+    ) -> str:
+        """Open a ticket."""
+        received.append(ticket_id)
+        return ticket_id
+
+    model = ScriptedModel([tool_call("open_ticket", "c1", title="Disk full"), final("Opened.")])
+    agent = Agent(model, registry, policy=allow_writes("open_ticket"))
+    paused = agent.run_sync("Open a ticket.")
+    (request,) = paused.approval_requests
+    resumed = agent.resume_sync(paused, approvals=[_approve(paused)])
+    assert resumed.status is RunStatus.COMPLETED
+    assert received == [request.arguments["ticket_id"]]  # type: ignore[index]
+
+
+def test_a_factory_default_write_crashed_after_it_applied_never_runs_twice(tmp_path: Path) -> None:
+    """A write with a factory default crashed mid-write resumes under its recorded value and key."""
+    ledger: list[dict[str, Any]] = []
+    store = SqliteRunStore(tmp_path / "runs.db")
+    crash = [True]
+
+    def make(steps: list[Any]) -> Agent:
+        registry = ToolRegistry()
+
+        def lookup(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed | NotApplied:
+            done = any(row["key"] == ctx.idempotency_key for row in ledger)
+            return Confirmed({"created": arguments["ref"]}) if done else NotApplied()
+
+        @registry.tool(effect="write", reconcile=lookup)
+        def create(ref: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)],
+                   ctx: ToolContext) -> str:  # fmt: skip
+            """Create a record under a fresh reference."""
+            ledger.append({"key": ctx.idempotency_key, "ref": ref})
+            if crash and crash.pop():
+                raise Crash
+            return ref
+
+        return Agent(ScriptedModel(steps), registry, policy=allow_writes("create"), store=store)
+
+    with pytest.raises(Crash):
+        make([tool_call("create", "c1")]).run_sync("Create one.", run_id="factory")
+    result = make([final("Created.")]).resume_sync("factory", take_over=True)
+    assert result.status is RunStatus.COMPLETED
+    assert len(ledger) == 1
+
+
+def test_a_secret_argument_is_approved_by_its_real_value() -> None:
+    """An approval for set_password(bob, "hunter2") never admits set_password(bob, "other")."""
+    registry = ToolRegistry()
+    changed: list[str] = []
+
+    @registry.tool(effect="write", requires_approval=True)
+    def set_password(user: str, password: SecretStr) -> str:
+        """Set a user's password."""
+        changed.append(password.get_secret_value())
+        return "set"
+
+    digest = approval_digest(
+        "set_password", {"user": "bob", "password": SecretStr("hunter2")}, None
+    )
+    approval = Approval(digest=digest, approved=True, approver="alice")
+
+    def attempt(password: str) -> RunResult:
+        model = ScriptedModel(
+            [tool_call("set_password", "c1", user="bob", password=password), final("Done.")]
+        )
+        agent = Agent(model, registry, policy=allow_writes("set_password"))
+        return agent.run_sync("Set it.", approvals=[approval])
+
+    attacked = attempt("attacker-chosen")
+    assert attacked.status is RunStatus.PAUSED
+    assert changed == []
+    shown = [*attacked.approval_requests, *attacked.trace]
+    assert all("attacker-chosen" not in item.model_dump_json() for item in shown)
+    assert attempt("hunter2").status is RunStatus.COMPLETED
+    assert changed == ["hunter2"]
+
+
+def test_a_decision_is_consumed_when_its_write_is_replayed_from_the_journal() -> None:
+    """A stored decision that admitted a crashed write admits nothing more after the replay."""
+    asyncio.run(_replayed_decision())
+
+
+async def _replayed_decision() -> None:
+    ledger: list[dict[str, Any]] = []
+    store = MemoryRunStore()
+    crash = [True]
+    first = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
+        _refunds(ledger, approval=True, crash=[]),
+        policy=allow_writes("refund"),
+        store=store,
+    )
+    paused = await first.run("Refund o-1.", run_id="replay")
+    (request,) = paused.approval_requests
+    await store.submit_approval(
+        "replay", Approval(digest=request.digest, approved=True, approver="alice")
+    )
+    crashing = Agent(
+        ScriptedModel([]),
+        _refunds(ledger, approval=True, crash=crash),
+        policy=allow_writes("refund"),
+        store=store,
+    )
+    with pytest.raises(Crash):
+        await crashing.resume("replay")
+    again = Agent(
+        ScriptedModel([tool_call("refund", "c2", order_id="o-1")]),
+        _refunds(ledger, approval=True, crash=[]),
+        policy=allow_writes("refund"),
+        store=store,
+    )
+    result = await again.resume("replay", take_over=True)
+    assert len(ledger) == 1
+    assert result.status is RunStatus.PAUSED  # the identical second refund needs its own approval
+    assert result.approval_requests[0].call_id == "c2"
+    assert [a.digest for a in result.approvals] == [request.digest]  # the audit trail has it
+
+
+def test_the_same_decision_passed_to_resume_again_is_refused() -> None:
+    """A decision already applied, passed to resume again, is refused naming what it decided."""
+    ledger: list[dict[str, Any]] = []
+    model = ScriptedModel(
+        [tool_call("refund", "c1", order_id="o-1"), tool_call("refund", "c2", order_id="o-1")]
+    )
+    agent = Agent(model, _refunds(ledger, approval=True, crash=[]), policy=allow_writes("refund"))
+    paused = agent.run_sync("Refund o-1.")
+    approval = Approval(digest=paused.approval_requests[0].digest, approved=True, approver="al")
+    again = agent.resume_sync(paused, approvals=[approval])
+    assert again.status is RunStatus.PAUSED
+    with pytest.raises(ConfigurationError, match=f"request {approval.digest} was already applied"):
+        agent.resume_sync(again, approvals=[approval])
+    assert len(ledger) == 1
+
+
+def test_a_paused_result_resumed_twice_without_a_store_is_refused() -> None:
+    """Resuming one paused result a second time on a store-less agent never writes again."""
+    ledger: list[dict[str, Any]] = []
+    model = ScriptedModel(
+        [tool_call("refund", "c1", order_id="o-1"), final("Refunded."), final("Refunded.")]
+    )
+    agent = Agent(model, _refunds(ledger, approval=True, crash=[]), policy=allow_writes("refund"))
+    paused = agent.run_sync("Refund o-1.")
+    assert agent.resume_sync(paused, approvals=[_approve(paused)]).status is RunStatus.COMPLETED
+    request = paused.approval_requests[0].id
+    with pytest.raises(
+        ConfigurationError, match=f"already resumed from this pause .request {request}"
+    ):
+        agent.resume_sync(paused, approvals=[_approve(paused, "bob")])
+    assert len(ledger) == 1
+
+
+class _OlderRelease:
+    """A store as a release before journaled identities wrote it: intents without arguments."""
+
+    def __init__(self, store: MemoryRunStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        text = json.dumps({"order_id": "o-1"}, sort_keys=True, separators=(",", ":"))
+        digest = hashlib.sha256(f"refund:{text}".encode()).hexdigest()  # the old formula
+        raw = f"{intent.run_id}\x1f{intent.call_id}\x1f{digest}".encode()
+        legacy = WriteIntent(
+            run_id=intent.run_id,
+            call_id=intent.call_id,
+            tool=intent.tool,
+            idempotency_key=hashlib.sha256(raw).hexdigest()[:32],
+            arguments_digest=digest,
+            recorded_at=intent.recorded_at,
+            provider_call_id=intent.provider_call_id,
+        )
+        await self._store.record_intent(legacy, lease=lease)
+
+
+def test_a_write_journaled_by_an_older_release_keeps_its_recorded_key() -> None:
+    """An intent without arguments is recognised by its old digest; its recorded key is asked."""
+    store = MemoryRunStore()
+    asked: list[str | None] = []
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed:
+        asked.append(ctx.idempotency_key)
+        return Confirmed({"refunded": arguments["order_id"]})
+
+    @registry.tool(effect="write", reconcile=lookup)
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        raise Crash
+
+    older = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
+        registry,
+        policy=allow_writes("refund"),
+        store=_OlderRelease(store),  # type: ignore[arg-type]
+    )
+    with pytest.raises(Crash):
+        older.run_sync("Refund o-1.", run_id="legacy")
+    (entry,) = asyncio.run(store.journal("legacy"))
+    newer = Agent(ScriptedModel([final("Refunded.")]), registry, policy=allow_writes("refund"),
+                  store=store)  # fmt: skip
+    result = newer.resume_sync("legacy", take_over=True)
+    assert result.status is RunStatus.COMPLETED
+    assert asked == [entry.intent.idempotency_key]
+
+
+def test_a_changed_tool_effect_is_named_when_the_resume_is_refused() -> None:
+    """A tool whose effect changed since the pause refuses the resume, naming tool and change."""
+
+    def build(effect: Literal["read", "write"]) -> Agent:
+        registry = ToolRegistry()
+
+        @registry.tool(effect=effect, requires_approval=True)
+        def archive(name: str) -> str:
+            """Archive a document."""
+            return name
+
+        return Agent(
+            ScriptedModel([tool_call("archive", "c1", name="q3")]),
+            registry,
+            policy=allow_writes("archive"),
+        )
+
+    paused = build("read").run_sync("Archive q3.")
+    with pytest.raises(ConfigurationError, match=r"tool 'archive' effect \(read -> write\)"):
+        build("write").resume_sync(paused, approvals=[_approve(paused)])
