@@ -35,6 +35,13 @@ def _is_loopback(address: Any) -> bool:
     return ip.is_loopback
 
 
+@pytest.fixture(autouse=True)
+def _fresh_build_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The never-offered warning is said once per process; each test starts as a fresh process
+    # would, so what it asserts does not depend on which tests ran before it in this process.
+    monkeypatch.setattr("ownloop._agent_checks._warned", set())
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _block_network() -> Iterator[None]:
     real_connect = socket.socket.connect
