@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,13 @@ def screenshot(page: Any, name: str, tmp_path: Path) -> None:
         shutil.copy(target, SCREENSHOTS / f"{name}.png")
 
 
+def wait_until(condition: Callable[[], bool], page: Any, timeout_s: float = 20.0) -> None:
+    """Let the page's events arrive until ``condition`` holds (or the bound passes)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition() and time.monotonic() < deadline:
+        page.wait_for_timeout(50)  # runs the browser's event loop: pending events are delivered
+
+
 def card(page: Any, run_id: str) -> Any:
     """The pending-request card of a run on the approvals page."""
     return page.locator("section.request", has=page.locator(f'a[href="/runs/{run_id}"]'))
@@ -104,7 +112,10 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
         expect(page.locator("#resuming")).to_be_visible()  # the model answers after 1 s
         expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
         expect(page.locator("#resuming")).to_have_count(0, timeout=20_000)  # the resume ended
-        # nobody navigated: the page reloaded itself when the stored run changed
+        # nobody navigated: the page reloaded itself when the stored run changed. The new
+        # document can be queried before its load event reaches this process: wait for that.
+        page.wait_for_load_state("load")
+        wait_until(lambda: loads.count(f"{server.base}/runs/refund-approve") >= 2, page)
         assert loads.count(f"{server.base}/runs/refund-approve") >= 2
         expect(page.locator("pre.output")).to_contain_text(SCRIPT)
         expect(page.locator("tr.write")).to_have_count(1)
