@@ -38,7 +38,7 @@ from ownloop.contracts import (
 )
 from ownloop.dbos._driver import DbosDriver, Json, StepClock
 from ownloop.dbos._handoff import move_segments
-from ownloop.engines import run_segment
+from ownloop.engines import build_agent, run_segment, start_record
 from ownloop.exceptions import ConfigurationError
 from ownloop.store import PostgresRunStore
 
@@ -304,12 +304,7 @@ class DbosRunner:
         return await run_segment(agent, driver, self.store, run_id, start)
 
     def _agent(self, name: str) -> Agent:
-        factory = self.agents.get(name)
-        if factory is None:
-            raise ConfigurationError(
-                f"no agent named {name!r} (known: {', '.join(sorted(self.agents))})"
-            )
-        return factory()
+        return build_agent(self.agents, name)
 
     # ------------------------------------------------------------------ any process
 
@@ -336,11 +331,7 @@ class DbosRunner:
             InputRejected: If the task or run id is not acceptable.
         """
         state = self._agent(agent_name).new_state(task, actor=actor, run_id=run_id)
-        start: Json = {
-            "kind": "start",
-            "task": task,
-            "actor": None if actor is None else actor.model_dump(mode="json"),
-        }
+        start = start_record(task, actor)
         await self._enqueue(f"ownloop:{state.run_id}:start", agent_name, state.run_id, start)
         return state.run_id
 

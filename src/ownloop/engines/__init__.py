@@ -23,7 +23,7 @@ from ownloop.engines._driver import (
     reading,
     timed,
 )
-from ownloop.engines._segment import load_resume, run_segment, summary
+from ownloop.engines._segment import build_agent, load_resume, run_segment, start_record, summary
 
 __all__ = [
     "STEP_KINDS",
@@ -31,6 +31,7 @@ __all__ = [
     "Json",
     "StepClock",
     "StepError",
+    "build_agent",
     "decode_error",
     "decode_outcome",
     "encode_error",
@@ -39,6 +40,7 @@ __all__ = [
     "nothing",
     "reading",
     "run_segment",
+    "start_record",
     "summary",
     "timed",
 ]

@@ -9,15 +9,53 @@ rebuilds the very same state) and summarises how the segment ended.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 
 from ownloop.agent import Agent
 from ownloop.contracts import Actor, Approval, JournalEntry, RunResult, RunSnapshot
 from ownloop.engines._driver import EngineDriver, Json, nothing
+from ownloop.exceptions import ConfigurationError
 from ownloop.loop import run_loop
 from ownloop.store import RunStore
 from ownloop.store._rules import usable_decisions
 
-__all__ = ["load_resume", "run_segment", "summary"]
+__all__ = ["build_agent", "load_resume", "run_segment", "start_record", "summary"]
+
+
+def build_agent(agents: Mapping[str, Callable[[], Agent]], name: str) -> Agent:
+    """Build the named agent with its factory, as every engine's runner does for a segment.
+
+    Args:
+        agents: Agent factories by name.
+        name: The agent a run names.
+
+    Returns:
+        A new agent from that factory.
+
+    Raises:
+        ConfigurationError: If no factory has that name (the message lists the known ones).
+    """
+    factory = agents.get(name)
+    if factory is None:
+        raise ConfigurationError(f"no agent named {name!r} (known: {', '.join(sorted(agents))})")
+    return factory()
+
+
+def start_record(task: str, actor: Actor | None) -> Json:
+    """Return the first segment's input: the task and who the run acts for, as JSON.
+
+    Args:
+        task: What the agent should do.
+        actor: Who the run acts for.
+
+    Returns:
+        ``{"kind": "start", "task": ..., "actor": ...}``.
+    """
+    return {
+        "kind": "start",
+        "task": task,
+        "actor": None if actor is None else actor.model_dump(mode="json"),
+    }
 
 
 def summary(run_id: str, result: RunResult | None) -> Json:

@@ -36,7 +36,7 @@ from temporalio.workflow import SandboxImportNotificationPolicy
 
 from ownloop.agent import Agent
 from ownloop.contracts import SNAPSHOT_SCHEMA_VERSION, Actor, Approval
-from ownloop.engines import Json, run_segment
+from ownloop.engines import Json, build_agent, run_segment, start_record
 from ownloop.exceptions import ConfigurationError, UnknownApprovalRequest
 from ownloop.store import RunStore
 from ownloop.temporal._driver import (
@@ -212,12 +212,7 @@ class TemporalRunner:
         return stored
 
     def _agent(self, name: str) -> Agent:
-        factory = self.agents.get(name)
-        if factory is None:
-            raise ConfigurationError(
-                f"no agent named {name!r} (known: {', '.join(sorted(self.agents))})"
-            )
-        return factory()
+        return build_agent(self.agents, name)
 
     # ------------------------------------------------------------------ any process
 
@@ -244,11 +239,7 @@ class TemporalRunner:
             InputRejected: If the task or run id is not acceptable.
         """
         state = self._agent(agent_name).new_state(task, actor=actor, run_id=run_id)
-        start: Json = {
-            "kind": "start",
-            "task": task,
-            "actor": None if actor is None else actor.model_dump(mode="json"),
-        }
+        start = start_record(task, actor)
         try:
             await self.client.start_workflow(
                 WORKFLOW_NAME,
