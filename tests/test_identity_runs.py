@@ -1,8 +1,9 @@
 """A call's identity is decided once: approvals bind it, resumes and replays read it back.
 
 Each test is a case where recomputing the identity (digest, idempotency key, arguments) used to
-admit a call twice, or never: a factory default, a secret, a decision spent on the replay path,
-the same decision passed again, and the same paused result resumed twice without a store.
+admit a call twice, or never: a factory default, a secret, the same decision passed again, and
+the same paused result resumed twice without a store. The cases that involve a store (a decision
+spent on the replay path among them) run on every store in `tests/test_identity_stores.py`.
 """
 
 from __future__ import annotations
@@ -137,47 +138,6 @@ def test_a_secret_argument_is_approved_by_its_real_value() -> None:
     assert all("attacker-chosen" not in item.model_dump_json() for item in shown)
     assert attempt("hunter2").status is RunStatus.COMPLETED
     assert changed == ["hunter2"]
-
-
-def test_a_decision_is_consumed_when_its_write_is_replayed_from_the_journal() -> None:
-    """A stored decision that admitted a crashed write admits nothing more after the replay."""
-    asyncio.run(_replayed_decision())
-
-
-async def _replayed_decision() -> None:
-    ledger: list[dict[str, Any]] = []
-    store = MemoryRunStore()
-    crash = [True]
-    first = Agent(
-        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
-        _refunds(ledger, approval=True, crash=[]),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    paused = await first.run("Refund o-1.", run_id="replay")
-    (request,) = paused.approval_requests
-    await store.submit_approval(
-        "replay", Approval(digest=request.digest, approved=True, approver="alice")
-    )
-    crashing = Agent(
-        ScriptedModel([]),
-        _refunds(ledger, approval=True, crash=crash),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    with pytest.raises(Crash):
-        await crashing.resume("replay")
-    again = Agent(
-        ScriptedModel([tool_call("refund", "c2", order_id="o-1")]),
-        _refunds(ledger, approval=True, crash=[]),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    result = await again.resume("replay", take_over=True)
-    assert len(ledger) == 1
-    assert result.status is RunStatus.PAUSED  # the identical second refund needs its own approval
-    assert result.approval_requests[0].call_id == "c2"
-    assert [a.digest for a in result.approvals] == [request.digest]  # the audit trail has it
 
 
 def test_the_same_decision_passed_to_resume_again_is_refused() -> None:
