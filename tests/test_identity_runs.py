@@ -19,7 +19,7 @@ import pytest
 from pydantic import Field, SecretStr
 
 from ownloop import Agent, Approval, RunResult, RunStatus
-from ownloop.contracts import Lease, WriteIntent
+from ownloop.contracts import CallIdentity, Lease, WriteIntent
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import allow_writes, approval_digest
 from ownloop.store import MemoryRunStore, SqliteRunStore
@@ -249,3 +249,154 @@ def test_a_changed_tool_effect_is_named_when_the_resume_is_refused() -> None:
     paused = build("read").run_sync("Archive q3.")
     with pytest.raises(ConfigurationError, match=r"tool 'archive' effect \(read -> write\)"):
         build("write").resume_sync(paused, approvals=[_approve(paused)])
+
+
+def _identities(result: RunResult) -> tuple[CallIdentity, ...]:
+    assert result.resume is not None
+    return result.resume.identities
+
+
+def _with_identities(result: RunResult, *identities: CallIdentity) -> RunResult:
+    assert result.resume is not None
+    resume = result.resume.model_copy(update={"identities": identities})
+    return result.model_copy(update={"resume": resume})
+
+
+def _gated(kind: Literal["read", "write"], received: list[Any]) -> ToolRegistry:
+    """One approval-gated tool ``refund`` of the given effect, recording what it receives."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect=kind, requires_approval=True)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        received.append((order_id, ctx.idempotency_key))
+        return order_id
+
+    return registry
+
+
+def test_a_paused_write_carries_the_key_it_then_runs_under_and_a_read_none() -> None:
+    """The identity fixed at the pause holds a write's idempotency key; a read has no key."""
+    for kind in ("write", "read"):
+        received: list[Any] = []
+        model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
+        agent = Agent(model, _gated(kind, received), policy=allow_writes("refund"))
+        paused = agent.run_sync("Refund o-1.")
+        (identity,) = _identities(paused)
+        assert (identity.call_id, identity.tool, identity.digest_version) == ("c1", "refund", 1)
+        assert agent.resume_sync(paused, approvals=[_approve(paused)]).status is RunStatus.COMPLETED
+        if kind == "write":
+            assert identity.idempotency_key is not None
+        assert received == [("o-1", identity.idempotency_key)]
+
+
+@pytest.mark.parametrize("forged", [{"call_id": "c9"}, {"tool": "other"}])
+def test_a_recorded_identity_of_another_call_is_never_taken_for_this_one(
+    forged: dict[str, str],
+) -> None:
+    """A paused result whose identity names another call id or tool runs the model's own call."""
+    received: list[Any] = []
+    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
+    agent = Agent(model, _gated("write", received), policy=allow_writes("refund"))
+    paused = agent.run_sync("Refund o-1.")
+    (identity,) = _identities(paused)
+    other = identity.model_copy(update={**forged, "arguments": {"order_id": "o-forged"}})
+    tampered = _with_identities(paused, other)
+    assert agent.resume_sync(tampered, approvals=[_approve(paused)]).status is RunStatus.COMPLETED
+    assert [order for order, _ in received] == ["o-1"]
+
+
+@pytest.mark.parametrize("forged", [{"provider_call_id": "c9"}, {"tool": "other"}])
+def test_a_journaled_intent_of_another_call_is_never_taken_for_this_one(
+    forged: dict[str, str],
+) -> None:
+    """An intent under the call's key naming another call id or tool is not this call's."""
+    asyncio.run(_journaled_other(forged))
+
+
+async def _journaled_other(forged: dict[str, str]) -> None:
+    store = MemoryRunStore()
+    received: list[Any] = []
+    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
+    agent = Agent(model, _gated("write", received), policy=allow_writes("refund"), store=store)
+    paused = await agent.run("Refund o-1.", run_id="forged")
+    (identity,) = _identities(paused)
+    fields = {"tool": "refund", "provider_call_id": "c1", **forged}
+    await store.record_intent(
+        WriteIntent(
+            run_id="forged",
+            call_id=identity.key,
+            idempotency_key="k" * 32,
+            arguments_digest="d" * 64,
+            recorded_at=paused.trace[-1].at,
+            arguments={"order_id": "o-forged"},
+            digest_version=1,
+            **fields,
+        )
+    )
+    forgotten = _with_identities(paused)  # as a snapshot of version 1 has none
+    result = await agent.resume(forgotten, approvals=[_approve(paused)])
+    assert received == []  # never run with the other call's arguments, nor twice
+    (receipt,) = result.receipts
+    assert receipt.status == "unknown"
+    assert "records other arguments than this call" in str(receipt.message)
+
+
+def test_a_legacy_write_cleared_by_its_lookup_is_journaled_again_under_its_legacy_identity() -> (
+    None
+):
+    """A write an older release journaled, retried after its lookup, keeps its key and version 0."""
+    asyncio.run(_legacy_retried())
+
+
+async def _legacy_retried() -> None:
+    store = MemoryRunStore()
+    asked: list[str | None] = []
+    ran: list[str | None] = []
+    crashes = [False, True, True]  # the older release, then the first newer one, die in the write
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> NotApplied:
+        asked.append(ctx.idempotency_key)
+        return NotApplied()
+
+    @registry.tool(effect="write", reconcile=lookup)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        if crashes.pop():
+            raise Crash
+        ran.append(ctx.idempotency_key)
+        return order_id
+
+    older = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
+        registry,
+        policy=allow_writes("refund"),
+        store=_OlderRelease(store),  # type: ignore[arg-type]
+    )
+    with pytest.raises(Crash):
+        await older.run("Refund o-1.", run_id="legacy")
+    (legacy,) = await store.journal("legacy")
+
+    def newer() -> Agent:
+        model = ScriptedModel([final("Refunded.")])
+        return Agent(model, registry, policy=allow_writes("refund"), store=store)
+
+    with pytest.raises(Crash):  # it dies again, in the write it journaled again
+        await newer().resume("legacy", take_over=True)
+    await _journaled_under(store, legacy.intent)
+    result = await newer().resume("legacy", take_over=True)
+    assert result.status is RunStatus.COMPLETED, result
+    await _journaled_under(store, legacy.intent)
+    assert asked == [legacy.intent.idempotency_key] * 2
+    assert ran == [legacy.intent.idempotency_key]
+
+
+async def _journaled_under(store: MemoryRunStore, legacy: WriteIntent) -> None:
+    """The run's one write is journaled with its arguments, the legacy key and version 0."""
+    (entry,) = await store.journal("legacy")
+    assert entry.intent.arguments == {"order_id": "o-1"}
+    assert (entry.intent.idempotency_key, entry.intent.digest_version) == (
+        legacy.idempotency_key,
+        0,
+    )

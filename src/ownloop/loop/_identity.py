@@ -47,12 +47,18 @@ def identify(
     """
     recorded = state.identities.get(key)
     if recorded is not None and _names(recorded, call):
-        return config.registry.restore(call, dict(recorded.arguments), recorded.digest)
+        restored = config.registry.restore(call, dict(recorded.arguments), recorded.digest)
+        return dataclasses.replace(restored, digest_version=recorded.digest_version)
     entry = state.journal.get(key)
     if entry is not None and entry.intent.arguments is not None and _journals(entry, call):
         intent = entry.intent
         arguments = dict(intent.arguments or {})
-        validated = config.registry.restore(call, arguments, intent.arguments_digest)
+        # 0 for a write re-journaled under a legacy digest: that encoding still names it
+        version = DIGEST_VERSION if intent.digest_version is None else intent.digest_version
+        validated = dataclasses.replace(
+            config.registry.restore(call, arguments, intent.arguments_digest),
+            digest_version=version,
+        )
         state.identities[key] = CallIdentity(
             key=key,
             call_id=call.id,
@@ -60,7 +66,7 @@ def identify(
             arguments=arguments,
             digest=intent.arguments_digest,
             idempotency_key=intent.idempotency_key,
-            digest_version=intent.digest_version or DIGEST_VERSION,
+            digest_version=version,
         )
         return validated
     checked = config.registry.validate(call)
@@ -83,12 +89,13 @@ def _record(
 ) -> ValidatedCall:
     """Fix a first-seen call's identity; adopt a legacy intent's digest and key when it matches."""
     write = validated.tool.spec.effect == "write"
-    version = DIGEST_VERSION
     write_key = idempotency_key(state.run_id, key, validated.digest) if write else None
     if entry is not None and entry.intent.arguments_digest == validated.legacy_digest:
         # Journaled by a release before identities were: keep what it attempted the write with.
-        validated = dataclasses.replace(validated, digest=entry.intent.arguments_digest)
-        write_key, version = entry.intent.idempotency_key, 0
+        validated = dataclasses.replace(
+            validated, digest=entry.intent.arguments_digest, digest_version=0
+        )
+        write_key = entry.intent.idempotency_key
     state.identities[key] = CallIdentity(
         key=key,
         call_id=validated.call.id,
@@ -96,6 +103,6 @@ def _record(
         arguments=validated.encoded,
         digest=validated.digest,
         idempotency_key=write_key,
-        digest_version=version,
+        digest_version=validated.digest_version,
     )
     return validated
