@@ -12,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -306,6 +307,37 @@ def test_a_recorded_identity_of_another_call_is_never_taken_for_this_one(
     assert [order for order, _ in received] == ["o-1"]
 
 
+class _DiesAtIntent:
+    """A store whose worker dies as it journals a write, before the intent is stored."""
+
+    def __init__(self, store: MemoryRunStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        raise Crash
+
+
+def _refund_once(received: list[Any], crash: list[bool], *, lookup: bool = True) -> ToolRegistry:
+    """A write whose lookup (if any) says "not applied"; it dies before its effect when asked."""
+    registry = ToolRegistry()
+
+    def not_applied(arguments: dict[str, Any], ctx: ToolContext) -> NotApplied:
+        return NotApplied()
+
+    @registry.tool(effect="write", reconcile=not_applied if lookup else None)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        if crash and crash.pop():
+            raise Crash
+        received.append((order_id, ctx.idempotency_key))
+        return order_id
+
+    return registry
+
+
 @pytest.mark.parametrize("forged", [{"provider_call_id": "c9"}, {"tool": "other"}])
 def test_a_journaled_intent_of_another_call_is_never_taken_for_this_one(
     forged: dict[str, str],
@@ -317,29 +349,54 @@ def test_a_journaled_intent_of_another_call_is_never_taken_for_this_one(
 async def _journaled_other(forged: dict[str, str]) -> None:
     store = MemoryRunStore()
     received: list[Any] = []
-    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
-    agent = Agent(model, _gated("write", received), policy=allow_writes("refund"), store=store)
-    paused = await agent.run("Refund o-1.", run_id="forged")
-    (identity,) = _identities(paused)
+    steps = [tool_call("refund", "c1", order_id="o-1"), final("Done.")]
+    dying = Agent(ScriptedModel(steps), _refund_once(received, [], lookup=False),
+                  policy=allow_writes("refund"), store=_DiesAtIntent(store))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(Crash):
+        await dying.run("Refund o-1.", run_id="forged")
     fields = {"tool": "refund", "provider_call_id": "c1", **forged}
-    await store.record_intent(
+    await store.record_intent(  # another call's intent under this call's key
         WriteIntent(
             run_id="forged",
-            call_id=identity.key,
+            call_id="call#1",
             idempotency_key="k" * 32,
             arguments_digest="d" * 64,
-            recorded_at=paused.trace[-1].at,
+            recorded_at=datetime.now(UTC),
             arguments={"order_id": "o-forged"},
             digest_version=1,
             **fields,
         )
     )
-    forgotten = _with_identities(paused)  # as a snapshot of version 1 has none
-    result = await agent.resume(forgotten, approvals=[_approve(paused)])
-    assert received == []  # never run with the other call's arguments, nor twice
+    again = Agent(ScriptedModel(steps[1:]), _refund_once(received, [], lookup=False),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    result = await again.resume("forged", take_over=True)
+    assert received == []  # never run with the other call's arguments
     (receipt,) = result.receipts
     assert receipt.status == "unknown"
     assert "records other arguments than this call" in str(receipt.message)
+
+
+def test_a_write_dead_before_its_effect_is_retried_under_its_journaled_identity() -> None:
+    """Resumed from its intent alone and cleared by its lookup, it reruns as journaled."""
+    asyncio.run(_retried_from_the_journal())
+
+
+async def _retried_from_the_journal() -> None:
+    store = MemoryRunStore()
+    received: list[Any] = []
+    steps = [tool_call("refund", "c1", order_id="o-1"), final("Done.")]
+    first = Agent(ScriptedModel(steps), _refund_once(received, [True]),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    with pytest.raises(Crash):
+        await first.run("Refund o-1.", run_id="retried")
+    (journaled,) = await store.journal("retried")
+    again = Agent(ScriptedModel(steps[1:]), _refund_once(received, []),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    assert (await again.resume("retried", take_over=True)).status is RunStatus.COMPLETED
+    (entry,) = await store.journal("retried")
+    assert received == [("o-1", journaled.intent.idempotency_key)]
+    assert (entry.intent.arguments, entry.intent.digest_version) == ({"order_id": "o-1"}, 1)
+    assert entry.intent.idempotency_key == journaled.intent.idempotency_key
 
 
 def test_a_legacy_write_cleared_by_its_lookup_is_journaled_again_under_its_legacy_identity() -> (

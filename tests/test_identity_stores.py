@@ -181,6 +181,10 @@ def test_a_factory_default_is_approved_in_the_store_and_runs_once_with_its_value
         result = await again.resume("ticket-run", take_over=True)
         assert result.status is RunStatus.COMPLETED
         assert [row["ticket_id"] for row in ledger] == [request.arguments["ticket_id"]]
+        (entry,) = await opened[2].journal("ticket-run")  # journaled as it was approved
+        assert entry.intent.digest_version == 1
+        assert entry.intent.approval is not None
+        assert entry.intent.approval.digest == request.digest
 
     asyncio.run(_closing(opened, body))
 

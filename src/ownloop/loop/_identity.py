@@ -5,9 +5,9 @@ handled for the first time is validated, and its canonical arguments (every defa
 value resolved), digest and idempotency key are fixed as a `CallIdentity` in the run's state
 before anything else happens: the checkpoint of a pause holds it with the approval request, and
 a write's intent journals it before the write runs. A call handled again (after a pause, a crash,
-a take-over, a deploy) is rebuilt from that record, never validated afresh: a new hash seed, a
-default factory or a changed signature cannot change what it is, what it was approved as, or the
-key it is attempted with.
+a take-over, a deploy) is rebuilt from that record (the checkpointed identity, else the journaled
+intent), never validated afresh: a new hash seed, a default factory or a changed signature cannot
+change what it is, what it was approved as, or the key it is attempted with.
 
 Runs begun before identities were recorded (snapshot version 1) get their identity on their first
 resume: from the journaled intent when its digest matches the old formula (its digest and key
@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ownloop.contracts import CallIdentity, JournalEntry, ToolCall
-from ownloop.identity import DIGEST_VERSION
+from ownloop.contracts import CallIdentity, JournalEntry, ToolCall, WriteIntent
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.state import RunState, idempotency_key
 from ownloop.tools import ToolRejection, ValidatedCall
@@ -50,25 +49,13 @@ def identify(
         restored = config.registry.restore(call, dict(recorded.arguments), recorded.digest)
         return dataclasses.replace(restored, digest_version=recorded.digest_version)
     entry = state.journal.get(key)
-    if entry is not None and entry.intent.arguments is not None and _journals(entry, call):
-        intent = entry.intent
-        arguments = dict(intent.arguments or {})
-        # 0 for a write re-journaled under a legacy digest: that encoding still names it
-        version = DIGEST_VERSION if intent.digest_version is None else intent.digest_version
-        validated = dataclasses.replace(
-            config.registry.restore(call, arguments, intent.arguments_digest),
-            digest_version=version,
-        )
-        state.identities[key] = CallIdentity(
-            key=key,
-            call_id=call.id,
-            tool=call.name,
-            arguments=arguments,
-            digest=intent.arguments_digest,
-            idempotency_key=intent.idempotency_key,
-            digest_version=version,
-        )
-        return validated
+    intent = entry.intent if entry is not None else None
+    if intent is not None and intent.arguments is not None and _journals(intent, call):
+        # The journal holds the identity (the call is answered from it at once, so no second
+        # copy is recorded); an intent with arguments has its digest_version, 0 when it
+        # journaled a legacy write again.
+        restored = config.registry.restore(call, dict(intent.arguments), intent.arguments_digest)
+        return dataclasses.replace(restored, digest_version=intent.digest_version or 0)
     checked = config.registry.validate(call)
     if isinstance(checked, ToolRejection):
         return checked
@@ -79,8 +66,7 @@ def _names(identity: CallIdentity, call: ToolCall) -> bool:
     return identity.call_id == call.id and identity.tool == call.name
 
 
-def _journals(entry: JournalEntry, call: ToolCall) -> bool:
-    intent = entry.intent
+def _journals(intent: WriteIntent, call: ToolCall) -> bool:
     return intent.tool == call.name and intent.provider_call_id in (None, call.id)
 
 
