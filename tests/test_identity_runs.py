@@ -457,3 +457,33 @@ async def _journaled_under(store: MemoryRunStore, legacy: WriteIntent) -> None:
         legacy.idempotency_key,
         0,
     )
+
+
+class _KeyedByProviderId(_OlderRelease):
+    """A store as a release before journal keys wrote it: intents keyed by the model's call id."""
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        moved = intent.model_copy(update={"call_id": intent.provider_call_id})
+        await super().record_intent(moved, lease=lease)
+
+
+def test_a_write_journaled_under_its_provider_id_by_an_older_release_is_recognised() -> None:
+    """An intent keyed by the model's id with the old digest is this call's, never "other"."""
+    store = MemoryRunStore()
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        raise Crash
+
+    older = Agent(ScriptedModel([tool_call("refund", "c1", order_id="o-1")]), registry,
+                  policy=allow_writes("refund"), store=_KeyedByProviderId(store))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(Crash):
+        older.run_sync("Refund o-1.", run_id="keyed")
+    newer = Agent(ScriptedModel([final("Refunded.")]), registry, policy=allow_writes("refund"),
+                  store=store)  # fmt: skip
+    result = newer.resume_sync("keyed", take_over=True)
+    (receipt,) = result.receipts
+    assert receipt.status == "unknown"
+    assert "process stopped after this write started" in str(receipt.message)
