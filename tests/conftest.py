@@ -99,43 +99,6 @@ def pytest_collectstart(collector: Any) -> None:
         sys.stderr.write(f"[{worker}] {line}\n")
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Keep the tests that share an expensive fixture on one pytest-xdist worker.
-
-    ``./scripts/test`` runs the suite in workers with ``--dist loadgroup``. A test that asks
-    for a fixture of ours of module (or class, package) scope joins its module's group (one
-    Chromium, one MCP time server, one llama.cpp server per module, as in one process), and one
-    that asks for a session fixture of ours joins that fixture's group (one Temporal dev server).
-    Autouse fixtures do not count: they are cheap, and every worker has its own. Other tests go
-    to whichever worker is free. Nothing to mark by hand.
-    """
-    for item in items:
-        group = _shared_fixture_group(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-def _shared_fixture_group(item: pytest.Item) -> str | None:
-    definitions = getattr(item, "_fixtureinfo", None)
-    if definitions is None:
-        return None
-    group = None
-    for name in item.fixturenames:  # type: ignore[attr-defined]
-        found = definitions.name2fixturedefs.get(name)
-        if not found:
-            continue  # a parameter, not a fixture
-        fixture = found[-1]  # the definition this test sees (the closest override)
-        if fixture.scope == "function" or getattr(fixture, "_autouse", False):
-            continue
-        if not fixture.func.__module__.startswith("tests."):
-            continue  # pytest's and plugins' own (tmp_path_factory, anyio_backend) are cheap
-        if fixture.scope == "session":
-            return f"session-{name}"
-        group = item.nodeid.split("::", 1)[0]
-    return group
-
-
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     """Print one line per distinct skip reason, with how many tests it skipped."""
     reasons: Counter[str] = Counter()
