@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Coroutine, Iterator
@@ -21,8 +23,11 @@ from ownloop import (
     SqliteRunStore,
     ThreadBusy,
     ToolRegistry,
+    UnknownEffectError,
     citations_observed,
 )
+from ownloop.cli import main
+from ownloop.policy import allow_writes
 from ownloop.store import PostgresRunStore, RunStore, ThreadStore
 from ownloop.testing import FunctionModel, ScriptedModel, final, tool_call
 from tests.durable_support import fresh_schema, postgres_dsn
@@ -282,3 +287,81 @@ def test_a_thread_is_continued_in_another_process(tmp_path: Path) -> None:
         "Weather in Suzhou?",
         "And later?",
     ]
+
+
+def test_runs_list_shows_a_threads_runs_first_to_last(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``ownloop runs list --thread T`` lists the thread's runs in order, filters applying."""
+    database = tmp_path / "runs.db"
+    store = SqliteRunStore(database)
+    first = _agent(store, final("one"))[0].run_sync("hi", thread_id="chat-c", run_id="r-one")
+    second = _agent(store, final("two"))[0].run_sync("and?", thread_id="chat-c", run_id="r-two")
+    _agent(store, final("other"))[0].run_sync("elsewhere", run_id="r-other")
+    capsys.readouterr()
+    assert main(["runs", "list", "--db", str(database), "--thread", "chat-c"]) == 0
+    rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert rows == [first.run_id, second.run_id]
+    argv = ["runs", "list", "--db", str(database), "--thread", "chat-c", "--json", "--limit", "1"]
+    assert main(argv) == 0
+    assert [json.loads(line)["run_id"] for line in capsys.readouterr().out.splitlines()] == [
+        "r-one"
+    ]
+    assert main([*argv[:6], "--state", "paused"]) == 0
+    assert capsys.readouterr().out.splitlines()[1:] == []
+    with sqlite3.connect(database) as raw:  # as a prune would: the thread's record stays
+        raw.execute("DELETE FROM runs WHERE run_id = 'r-one'")
+    assert main(argv[:6]) == 0
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]] == ["r-two"]
+
+
+class _NoThreads:
+    """A custom store without thread methods."""
+
+    def __init__(self, inner: RunStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("append_to_thread", "thread_runs"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_store_without_threads_is_refused_for_a_thread_run() -> None:
+    """A custom store that keeps no threads cannot run a thread; a plain run still works."""
+    store: Any = _NoThreads(MemoryRunStore())
+    agent, _ = _agent(store, final("fine"))
+    with pytest.raises(ConfigurationError, match="keeps no threads"):
+        agent.run_sync("x", thread_id="t")
+    assert agent.run_sync("x").status is RunStatus.COMPLETED
+
+
+def test_a_thread_whose_last_run_is_not_stored_or_unresolved_is_refused(run: Run) -> None:
+    """A last run not stored (starting, or pruned) or with an unknown effect blocks a follow-up."""
+    store = MemoryRunStore()
+    run(store.append_to_thread("chat-u", "ghost", after=None))
+    follow, model = _agent(store, final("never"))
+    with pytest.raises(ThreadBusy, match="its last run ghost is not stored yet"):
+        run(follow.run("next", thread_id="chat-u"))
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def transfer(amount: int) -> dict[str, int]:
+        """Move money.
+
+        Args:
+            amount: How much.
+        """
+        raise UnknownEffectError("the bank timed out after the request was sent")
+
+    unsure = Agent(
+        ScriptedModel([tool_call("transfer", amount=5), final("It may have gone through.")]),
+        registry,
+        store=store,
+        policy=allow_writes("transfer"),
+    )
+    unresolved = run(unsure.run("pay", thread_id="chat-v"))
+    assert unresolved.status is RunStatus.UNRESOLVED
+    with pytest.raises(ThreadBusy, match=f"{unresolved.run_id} has writes whose effect is unknown"):
+        run(follow.run("next", thread_id="chat-v"))
+    assert model.requests == []
