@@ -13,6 +13,7 @@ from ownloop import (
     Agent,
     Approval,
     ConfigurationError,
+    ContextPolicy,
     Evidence,
     Limits,
     MemoryRunStore,
@@ -34,6 +35,8 @@ from ownloop.contracts import (
 )
 from ownloop.policy import allow_writes, approval_digest, require_role
 from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tokens import estimate_request_tokens
+from tests.context_kit import assert_tool_pairs, page_registry, read
 
 ALICE = Actor(id="alice", tenant="acme", roles=("support",))
 BOB = Actor(id="bob", tenant="acme", roles=())
@@ -281,3 +284,29 @@ def test_a_paused_follow_up_resumes_from_its_recorded_conversation() -> None:
     )
     assert done.conversation == paused.conversation
     assert done.evidence[0].from_run == first.run_id
+
+
+def test_compaction_keeps_a_50_turn_conversation_under_the_request_cap() -> None:
+    """Across 50 follow-ups with 8 KB observations every request stays within the policy's cap."""
+    policy = ContextPolicy()
+    model = ScriptedModel(
+        [step for turn in range(1, 51) for step in (read(turn), final(f"ok [page-{turn}]"))]
+    )
+    agent = Agent(
+        model,
+        page_registry(chars=8 * 1024),
+        limits=Limits(max_observation_chars=9 * 1024),
+        validators=[citations_observed()],
+        context=policy,
+    )
+    previous: RunResult | None = None
+    for turn in range(1, 51):
+        previous = agent.run_sync(f"Read page {turn}", history=previous)
+        assert previous.status is RunStatus.COMPLETED, previous.summary()
+    sizes = [estimate_request_tokens(r.messages, r.tools) for r in model.requests]
+    assert len(sizes) == 100
+    assert max(sizes) <= policy.max_request_tokens
+    for request in model.requests:
+        assert_tool_pairs(request.messages)
+    assert previous is not None
+    assert len(previous.messages) < 20  # the carried history stays compacted
