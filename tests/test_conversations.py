@@ -36,7 +36,7 @@ from ownloop.contracts import (
 from ownloop.policy import allow_writes, approval_digest, require_role
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tokens import estimate_request_tokens
-from tests.context_kit import assert_tool_pairs, page_registry, read
+from tests.context_kit import assert_tool_pairs, page_registry, read, run_markdown
 
 ALICE = Actor(id="alice", tenant="acme", roles=("support",))
 BOB = Actor(id="bob", tenant="acme", roles=())
@@ -310,3 +310,17 @@ def test_compaction_keeps_a_50_turn_conversation_under_the_request_cap() -> None
         assert_tool_pairs(request.messages)
     assert previous is not None
     assert len(previous.messages) < 20  # the carried history stays compacted
+
+
+def test_the_conversations_page_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/conversations.md: its blocks run and print what the page says they print."""
+    page = run_markdown("docs/conversations.md")
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [
+        "Suzhou has 1296, 44 more than Hangzhou [pop-Suzhou, pop-Hangzhou].",
+        "True",
+        "[('pop-Hangzhou', True), ('pop-Suzhou', False)]",
+        "max_steps",
+        "True",
+    ]
+    assert page["two"].status is RunStatus.COMPLETED
