@@ -163,6 +163,11 @@ def test_an_unanswered_earlier_tool_call_is_answered_before_the_follow_up() -> N
     orphan = AssistantMessage(tool_calls=(ToolCall(id="x1", name="weather", arguments={}),))
     model = ScriptedModel([final("ok")])
     _agent(model).run_sync("Go on", history=[UserMessage(content="hi"), orphan])
+    between = ScriptedModel([final("ok")])
+    history = [UserMessage(content="hi"), orphan, UserMessage(content="hello?")]
+    _agent(between).run_sync("Go on", history=history)
+    roles = [message.role for message in between.requests[0].messages]
+    assert roles == ["user", "assistant", "tool", "user", "user"]
     sent = model.requests[0].messages
     assert isinstance(sent[2], ToolMessage)
     assert sent[2].call_id == "x1"
@@ -214,6 +219,13 @@ def test_an_earlier_approval_is_never_reused_by_a_follow_up() -> None:
     told = _agent(prose, sent=sent).run_sync("Send it", history=history, actor=ALICE)
     assert told.status is RunStatus.PAUSED
     assert sent["refund sent"] == 1
+    digest = approval_digest("send_reply", {"text": "refund sent"}, None)
+    own = Approval(digest=digest, approved=True, approver="alice", reason="yes, again")
+    model = ScriptedModel([tool_call("send_reply", text="refund sent"), final("Sent again.")])
+    decided = _agent(model, sent=sent).run_sync("Send it", history=first, approvals=[own])
+    assert decided.status is RunStatus.COMPLETED
+    assert sent["refund sent"] == 2  # its own decision admitted it
+    assert decided.approvals == (own,)
 
 
 def test_a_decision_given_to_an_earlier_run_is_refused_in_a_follow_up() -> None:

@@ -250,6 +250,8 @@ def test_a_thread_needs_a_store_that_keeps_threads() -> None:
         stored.run_sync("x", thread_id="t", history=[])
     with pytest.raises(InputRejected, match="thread_id must be"):
         stored.run_sync("x", thread_id="t" * 200)
+    with pytest.raises(InputRejected, match="unpaired surrogate"):
+        stored.run_sync("x", thread_id="t\ud800")
 
 
 def test_a_thread_is_continued_in_another_process(tmp_path: Path) -> None:

@@ -154,13 +154,13 @@ def check_fresh_authority(earlier: Continuation | None, approvals: Iterable[Appr
         approvals: The decisions supplied to the new run.
 
     Raises:
-        ConfigurationError: If a decision was supplied to or applied in the earlier run, or
-            names one of its requests.
+        ConfigurationError: If a decision was applied in the earlier run, or names one of its
+            requests.
     """
     result = earlier.earlier if earlier is not None else None
     if result is None:
         return
-    given = {*result.approvals, *(result.resume.approvals if result.resume else ())}
+    given = set(result.approvals)  # a paused run, with decisions not yet used, is refused
     requests = {request.id for request in result.approval_requests} | {
         event.request_id for event in result.trace if isinstance(event, ApprovalRequested)
     }
