@@ -146,6 +146,22 @@ def test_a_validator_can_refuse_evidence_from_an_earlier_run() -> None:
     assert repr(strict) != repr(citations_observed())
 
 
+def test_a_streamed_follow_up_continues_the_history() -> None:
+    """run_stream(task, history=...) starts from the earlier turns like run does."""
+    _, first = _first_turn()
+    model = ScriptedModel([final("Still sunny [W-Shanghai].")])
+    agent = _agent(model, validators=[citations_observed()])
+
+    async def stream() -> list[Any]:
+        return [event async for event in agent.run_stream("And now?", history=first)]
+
+    events = asyncio.run(stream())
+    result = events[-1].result
+    assert result.status is RunStatus.COMPLETED
+    assert result.conversation.continues == first.run_id
+    assert _texts(model.requests[0])[-1] == "And now?"
+
+
 def test_history_as_messages_carries_text_only() -> None:
     """A history given as messages continues the text; nothing counts as evidence."""
     _, first = _first_turn()

@@ -350,6 +350,7 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Iterable[Approval] = (),
         warn_at: float = 0.8,
         deps: DepsT | None = None,
+        history: History | None = None,
     ) -> RunStream[OutputT]:
         """Run the task, yielding its events as they happen; the last one carries the result.
 
@@ -360,6 +361,7 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front.
             warn_at: The share of a budget at which a `BudgetWarning` is emitted.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues, as in `run`.
 
         Returns:
             The stream (the run starts when it is first read); leaving it early cancels the run.
@@ -367,7 +369,9 @@ class Agent(Generic[DepsT, OutputT]):
         Raises:
             InputRejected: If the task or run id is not acceptable (before anything runs).
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        state = self.new_state(
+            task, actor=actor, run_id=run_id, approvals=approvals, deps=deps, history=history
+        )
         return RunStream[OutputT](state, self._drive, limits=self.limits, warn_at=warn_at)
 
     @property
