@@ -394,7 +394,11 @@ EVENTS = [
 ]
 
 CONVERSATION = Conversation(
-    continues="run-0", thread_id="thread-1", earlier_messages=4, earlier_evidence=1
+    continues="run-0",
+    thread_id="thread-1",
+    earlier_messages=4,
+    earlier_evidence=1,
+    earlier_usage=USAGE,
 )
 RUN_RESULT = RunResult(
     run_id="run-1",

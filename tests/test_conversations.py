@@ -209,6 +209,11 @@ def test_each_run_keeps_its_own_budgets() -> None:
     assert first.usage.steps == 2
     assert second.usage.steps == 1
     assert second.usage.tool_calls == 0
+    third = _agent(ScriptedModel([final("done again")])).run_sync("more", history=second)
+    assert third.usage.steps == 1
+    assert third.conversation is not None
+    assert third.conversation.earlier_usage == first.usage.add(**second.usage.model_dump())
+    assert third.conversation.earlier_usage.steps == 3
 
 
 def _approved_first(sent: Counter[str]) -> RunResult:

@@ -24,6 +24,7 @@ from ownloop.contracts import (
     RunStatus,
     SystemMessage,
     ToolMessage,
+    Usage,
     UserMessage,
 )
 from ownloop.exceptions import ConfigurationError
@@ -97,6 +98,7 @@ def continuation(history: History | None, *, thread_id: str | None = None) -> Co
             thread_id=thread_id,
             earlier_messages=len(messages),
             earlier_evidence=len(evidence),
+            earlier_usage=_conversation_usage(history),
         )
         return Continuation(messages, evidence, record, history)
     items: object = history  # checked: callers may pass anything
@@ -188,6 +190,12 @@ def _check_continuable(result: RunResult[Any]) -> None:
             "before a follow-up continues it (a follow-up could repeat them). To continue the "
             "text alone, pass history=result.messages"
         )
+
+
+def _conversation_usage(result: RunResult[Any]) -> Usage:
+    """What the conversation used up to and including ``result``'s run."""
+    before = result.conversation.earlier_usage if result.conversation else Usage()
+    return before.add(**result.usage.model_dump())
 
 
 def _earlier(item: Evidence, run_id: str) -> Evidence:

@@ -42,12 +42,16 @@ class Conversation(Record):
         thread_id: The stored thread the run belongs to (``agent.run(task, thread_id=...)``).
         earlier_messages: How many messages of the earlier turns the run started with.
         earlier_evidence: How many evidence items the run carried over from them.
+        earlier_usage: What the earlier runs of the conversation used, summed (every budget of
+            this run counts this run alone; this run's ``usage`` plus this is the
+            conversation's total, for a cap the application keeps across turns).
     """
 
     continues: Identifier | None = None
     thread_id: Identifier | None = None
     earlier_messages: int = Field(default=0, ge=0)
     earlier_evidence: int = Field(default=0, ge=0)
+    earlier_usage: Usage = Usage()
 
 
 class ResumeState(Record):
