@@ -156,9 +156,9 @@ def test_a_thread_continues_its_last_run_and_cites_its_evidence(
 class _Gate:
     """A store whose thread reads wait for each other: two follow-ups read the same last run."""
 
-    def __init__(self, inner: RunStore, parties: int) -> None:
+    def __init__(self, inner: RunStore, barrier: asyncio.Barrier) -> None:
         self._inner = inner
-        self._barrier = asyncio.Barrier(parties)
+        self._barrier = barrier
 
     async def thread_runs(self, thread_id: str) -> list[str]:
         runs: list[str] = await self._inner.thread_runs(thread_id)  # type: ignore[attr-defined]
@@ -169,13 +169,16 @@ class _Gate:
         return getattr(self._inner, name)
 
 
-def test_two_follow_ups_of_one_point_the_second_is_refused(store: RunStore, run: Run) -> None:
-    """Two follow-ups that read the same last run: one runs, the other is refused unrun."""
+def test_two_follow_ups_of_one_point_the_second_is_refused(
+    stores: Callable[[], RunStore], run: Run
+) -> None:
+    """Two workers' follow-ups that read the same last run: one runs, the other is refused unrun."""
+    store = stores()
     agent, _ = _agent(store, final("hello"))
     first = run(agent.run("hi", thread_id="chat-2"))
-    gate: Any = _Gate(store, 2)
-    one, one_model = _agent(gate, final("one"))
-    two, two_model = _agent(gate, final("two"))
+    barrier = asyncio.Barrier(2)
+    one, one_model = _agent(_Gate(stores(), barrier), final("one"))  # type: ignore[arg-type]
+    two, two_model = _agent(_Gate(stores(), barrier), final("two"))  # type: ignore[arg-type]
 
     async def both() -> list[Any]:
         return await asyncio.gather(
