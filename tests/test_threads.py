@@ -314,6 +314,16 @@ def test_runs_list_shows_a_threads_runs_first_to_last(
     ]
     assert main([*argv[:6], "--state", "paused"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == []
+    assert main(["runs", "show", "r-two", "--db", str(database)]) == 0
+    assert "continues:   run r-one in thread chat-c (2 earlier messages, 0 evidence items)" in (
+        capsys.readouterr().out
+    )
+    assert main(["runs", "show", "r-one", "--db", str(database)]) == 0
+    assert "continues:   nothing yet (the thread's first run) in thread chat-c" in (
+        capsys.readouterr().out
+    )
+    assert main(["runs", "show", "r-other", "--db", str(database)]) == 0
+    assert "continues:" not in capsys.readouterr().out
     with sqlite3.connect(database) as raw:  # as a prune would: the thread's record stays
         raw.execute("DELETE FROM runs WHERE run_id = 'r-one'")
     assert main(argv[:6]) == 0

@@ -297,6 +297,8 @@ def _print_snapshot(snapshot: RunSnapshot, version: int, show: _Display) -> None
     print(f"state:       {snapshot.state}{outcome}")
     print(f"version:     {version}, saved {snapshot.saved_at.isoformat()}")
     print(show.text(f"task:        {snapshot.task}"))
+    if snapshot.conversation is not None:
+        print(show.text(f"continues:   {_threads.describe(snapshot.conversation)}"))
     print(f"usage:       steps={usage.steps} tool_calls={usage.tool_calls}")
     for request in snapshot.approval_requests:
         arguments = json.dumps(show.value(request.arguments), sort_keys=True)

@@ -1,5 +1,7 @@
 """``ownloop runs list --thread T``: the runs of one conversation, first to last.
 
+``ownloop runs show`` says what a run continues (`describe`).
+
 A thread's runs are listed in the thread's order (not by update time), one summary line each,
 read from the store's thread record.
 """
@@ -9,10 +11,10 @@ from __future__ import annotations
 import argparse
 from typing import cast
 
-from ownloop.contracts import RunSummary
+from ownloop.contracts import Conversation, RunSummary
 from ownloop.store import RunStore, ThreadStore, summarize
 
-__all__ = ["add_thread_option", "thread_summaries"]
+__all__ = ["add_thread_option", "describe", "thread_summaries"]
 
 
 def add_thread_option(parser: argparse.ArgumentParser) -> None:
@@ -56,3 +58,22 @@ async def thread_summaries(
             continue
         lines.append(line)
     return lines[: arguments.limit]
+
+
+def describe(conversation: Conversation) -> str:
+    """Say what a run continues, for ``runs show``.
+
+    Args:
+        conversation: The run's conversation record.
+
+    Returns:
+        For example ``run r-1 in thread chat-42 (6 earlier messages, 1 evidence item)``.
+    """
+    source = f"run {conversation.continues}" if conversation.continues else "earlier messages"
+    if conversation.continues is None and conversation.earlier_messages == 0:
+        source = "nothing yet (the thread's first run)"
+    thread = f" in thread {conversation.thread_id}" if conversation.thread_id else ""
+    return (
+        f"{source}{thread} ({conversation.earlier_messages} earlier messages, "
+        f"{conversation.earlier_evidence} evidence items)"
+    )
