@@ -151,6 +151,11 @@ def test_a_thread_continues_its_last_run_and_cites_its_evidence(
         "And tomorrow?",
     ]
     assert run(store.thread_runs("chat-1")) == [first.run_id, second.run_id]
+    reloaded = run(stores().get(second.run_id)).snapshot  # as a third worker reads it
+    assert reloaded.conversation == second.conversation
+    assert [(item.id, item.from_run) for item in reloaded.evidence] == [
+        ("W-Shanghai", first.run_id)
+    ]
 
 
 class _Gate:
