@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -123,7 +124,7 @@ def test_an_approved_write_killed_after_its_effect_spends_its_decision_on_recove
     spec: Spec,
 ) -> None:
     """Recovered from the journal, the write's decision admits nothing more: its twin waits."""
-    run_id = "ship-twice"
+    run_id = f"ship-twice-{uuid.uuid4().hex[:8]}"  # DBOS workflow ids are global to its database
     doomed = replace(spec, name="doomed", kill_run=run_id, kill_at="write:after_commit")
     worker = start(doomed)
     enqueue_many(spec, "ship_twice", 1, run_ids=[run_id])
