@@ -27,6 +27,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import TransientToolError
 from ownloop.identity import DIGEST_VERSION
+from ownloop.loop._delegate import caller_run, journals_write, settle_delegation
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
@@ -101,6 +102,7 @@ def tool_context(
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
         deps=state.deps,
         revision=revision,
+        caller=caller_run(config, state, key) if validated.tool.delegates else None,
     )
 
 
@@ -127,7 +129,7 @@ def execute(
     """
     spec = validated.tool.spec
     protect_sensitive(state, validated)
-    if config.durable and spec.effect == "write":
+    if journals_write(config, validated.tool):
         yield RecordIntent(
             WriteIntent(
                 run_id=state.run_id,
@@ -287,7 +289,8 @@ def judge_attempt(
         RunEnded: The receipt cannot be believed (failed / receipt_invalid).
     """
     spec, call_id = validated.tool.spec, validated.call.id
-    receipt = _receipt(spec, call_id, attempted.outcome, attempted.revision)
+    outcome = settle_delegation(state, validated, attempted.outcome)
+    receipt = _receipt(spec, call_id, outcome, attempted.revision)
     state.trace.emit(
         ToolFinished,
         call_id=call_id,
@@ -304,7 +307,7 @@ def judge_attempt(
         return receipt_invalid(state, validated, receipt, problem, key=key)
     if receipt.status != "transient":
         state.receipts.append(receipt)
-        if config.durable and spec.effect == "write":
+        if journals_write(config, validated.tool):
             yield RecordReceipt(state.run_id, key, receipt)
     return receipt
 

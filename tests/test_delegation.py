@@ -1,0 +1,225 @@
+"""Agents as tools: the child's answer, one budget, one policy, and how a child's stop is told."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from ownloop import Actor, Agent, Limits, RunStatus, StopReason, ToolRegistry
+from ownloop.delegation import child_run_id
+from ownloop.exceptions import ConfigurationError
+from ownloop.policy import allow_writes, deny_tools
+from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import ToolContext
+
+
+class Refund(BaseModel):
+    """A typed answer of the child."""
+
+    order: str
+    refunded: bool
+
+
+def _reader(ledger: list[str]) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def lookup(order: str) -> str:
+        """Look an order up.
+
+        Args:
+            order: The order id.
+        """
+        ledger.append(f"lookup {order}")
+        return f"order {order}: paid"
+
+    @registry.tool(effect="write")
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: The order id.
+        """
+        ledger.append(f"refund {order}")
+        return f"refunded {order}"
+
+    return registry
+
+
+def _observation(result: Any) -> Any:
+    return next(m for m in result.messages if getattr(m, "role", "") == "tool")
+
+
+def _parent(child_tool: Any, steps: list[Any], **options: Any) -> Agent[None, str]:
+    registry = ToolRegistry()
+    registry.register(child_tool)
+    return Agent(ScriptedModel(steps), registry, **options)
+
+
+def test_the_childs_typed_answer_is_the_observation() -> None:
+    """The parent's model sees the child's typed output, serialised, as the tool's observation."""
+    ledger: list[str] = []
+    child = Agent(
+        ScriptedModel(
+            [tool_call("lookup", order="A1"), final('{"order": "A1", "refunded": true}')]
+        ),
+        _reader(ledger),
+        output_type=Refund,
+        output_mode="prompted",
+    )
+    tool = child.as_tool(name="payments", description="Handles payments.", effect="read")
+    assert tool.spec.parameters["required"] == ["task"]
+    assert tool.spec.effect == "read"
+    parent = _parent(tool, [tool_call("payments", task="refund A1"), final("done")])
+    result = parent.run_sync("help the customer")
+    assert result.status is RunStatus.COMPLETED
+    observation = _observation(result)
+    assert '"refunded": true' in observation.content or '"refunded":true' in observation.content
+    assert ledger == ["lookup A1"]
+
+
+def test_the_parents_usage_includes_the_childs() -> None:
+    """Steps, model calls and tool calls of the child are counted in the parent's usage."""
+    child = Agent(ScriptedModel([tool_call("lookup", order="A1"), final("paid")]), _reader([]))
+    tool = child.as_tool(name="payments", description="Payments.", effect="read")
+    parent = _parent(tool, [tool_call("payments", task="check A1"), final("done")])
+    usage = parent.run_sync("go").usage
+    assert (usage.steps, usage.model_requests) == (2 + 2, 2 + 2)
+    assert (usage.tool_calls, usage.tool_attempts) == (1 + 1, 1 + 1)
+
+
+def test_a_looping_child_stops_at_the_parents_remaining_steps() -> None:
+    """A child that would loop gets only the steps the parent has left, not its own budget."""
+    looping = [tool_call("lookup", f"c{n}", order=f"A{n}") for n in range(20)]
+    child = Agent(ScriptedModel(looping), _reader([]), limits=Limits(max_steps=20))
+    tool = child.as_tool(name="payments", description="Payments.", effect="read")
+    parent = _parent(
+        tool, [tool_call("payments", task="loop"), final("gave up")], limits=Limits(max_steps=4)
+    )
+    result = parent.run_sync("go")
+    assert result.status is RunStatus.STOPPED
+    assert result.stop_reason is StopReason.MAX_STEPS
+    assert result.usage.steps == 4  # one of the parent's, three of the child's: never more
+
+
+def test_a_cap_lowers_the_childs_budget_below_the_parents() -> None:
+    """``as_tool(limits=...)`` caps the child lower than the parent has left."""
+    looping = [tool_call("lookup", f"c{n}", order=f"A{n}") for n in range(5)]
+    child = Agent(ScriptedModel(looping), _reader([]))
+    tool = child.as_tool(
+        name="payments", description="Payments.", effect="read", limits=Limits(max_steps=2)
+    )
+    parent = _parent(tool, [tool_call("payments", task="loop"), final("it stopped")])
+    result = parent.run_sync("go")
+    assert result.status is RunStatus.COMPLETED
+    observation = _observation(result)
+    assert "ended stopped (max_steps)" in observation.content
+    assert result.usage.steps == 2 + 2
+
+
+def test_a_childs_stop_can_end_the_parent() -> None:
+    """With ``on_stop="end"`` the parent ends with the child's status and stop reason."""
+    looping = [tool_call("lookup", f"c{n}", order=f"A{n}") for n in range(5)]
+    child = Agent(ScriptedModel(looping), _reader([]))
+    tool = child.as_tool(
+        name="payments",
+        description="Payments.",
+        effect="read",
+        limits=Limits(max_steps=2),
+        on_stop="end",
+    )
+    parent = _parent(tool, [tool_call("payments", task="loop")])
+    result = parent.run_sync("go")
+    assert (result.status, result.stop_reason) == (RunStatus.STOPPED, StopReason.MAX_STEPS)
+    assert "delegated agent 'payments'" in result.detail
+
+
+def test_no_budget_left_is_a_stop_and_the_child_never_runs() -> None:
+    """A call made when the parent has no model attempts left never starts the child."""
+    child_model = ScriptedModel([])
+    child = Agent(child_model, _reader([]))
+    tool = child.as_tool(name="payments", description="Payments.", effect="read")
+    parent = _parent(
+        tool,
+        [tool_call("payments", task="go"), final("done")],
+        limits=Limits(max_model_attempts=1),
+    )
+    result = parent.run_sync("go")
+    assert result.stop_reason is StopReason.MAX_MODEL_ATTEMPTS  # the parent's next turn
+    observation = _observation(result)
+    assert "did not run: no max_model_attempts left" in observation.content
+    assert child_model.requests == []
+
+
+def test_the_child_acts_for_the_parents_actor() -> None:
+    """The child's tools see the parent run's actor."""
+    seen: list[str | None] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def whoami(ctx: ToolContext) -> str:
+        """Say who the run acts for."""
+        seen.append(ctx.actor.id if ctx.actor else None)
+        return "ok"
+
+    child = Agent(ScriptedModel([tool_call("whoami"), final("ok")]), registry)
+    tool = child.as_tool(name="helper", description="Helps.", effect="read")
+    parent = _parent(tool, [tool_call("helper", task="who"), final("done")])
+    parent.run_sync("go", actor=Actor(id="alice"))
+    assert seen == ["alice"]
+
+
+def test_a_child_write_denied_by_the_parents_policy_is_denied() -> None:
+    """The child's authority is the parent's policy intersected with its own: it cannot widen it."""
+    ledger: list[str] = []
+    child = Agent(
+        ScriptedModel([tool_call("refund", order="A1")]),
+        _reader(ledger),
+        policy=allow_writes("refund"),  # the child alone would refund
+    )
+    tool = child.as_tool(name="payments", description="Payments.", effect="write")
+    parent = _parent(
+        tool,
+        [tool_call("payments", task="refund A1"), final("could not")],
+        policy=allow_writes("payments") & deny_tools("refund"),
+    )
+    result = parent.run_sync("go")
+    assert ledger == []
+    observation = _observation(result)
+    assert "tool_denied" in observation.content
+    assert result.status is RunStatus.COMPLETED
+
+
+def test_a_read_delegation_denies_the_childs_writes() -> None:
+    """``effect="read"`` restricts the child to reads, whatever its own policy allows."""
+    ledger: list[str] = []
+    child = Agent(
+        ScriptedModel([tool_call("refund", order="A1")]),
+        _reader(ledger),
+        policy=allow_writes("refund"),
+    )
+    tool = child.as_tool(name="payments", description="Payments.", effect="read")
+    parent = _parent(
+        tool,
+        [tool_call("payments", task="refund A1"), final("no")],
+        policy=allow_writes("refund"),  # the parent would allow it too: the effect decides
+    )
+    parent.run_sync("go")
+    assert ledger == []
+
+
+def test_bad_options_are_refused() -> None:
+    """An unknown effect or on_stop is a configuration error, named."""
+    child = Agent(ScriptedModel([]))
+    with pytest.raises(ConfigurationError, match="effect"):
+        child.as_tool(name="x", description="x", effect="delete")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="on_stop"):
+        child.as_tool(name="x", description="x", effect="read", on_stop="ignore")  # type: ignore[arg-type]
+
+
+def test_a_child_run_id_is_bounded() -> None:
+    """A child run's id derives from the call's key, and stays within the id limit."""
+    assert child_run_id("run", "k1", "payments") == "run/payments/k1"
+    assert len(child_run_id("r" * 128, "k1", "payments")) <= 128
