@@ -89,16 +89,18 @@ def child_run_id(run_id: str, key: str, name: str) -> str:
 
 
 def child_limits(
-    own: Limits, cap: Limits | None, caller: CallerRun, used: Usage, elapsed_s: float
+    own: Limits, cap: Limits | None, caller: CallerRun, elapsed_s: float
 ) -> Limits | str:
     """Derive a child segment's budgets: its own, capped, and never above what the caller has left.
+
+    The caller counts a child's usage once the child's run ends (not at a pause), so the child's
+    counters, earlier segments included, may reach what the caller had left as the call started.
 
     Args:
         own: The child agent's limits.
         cap: A lower cap for this child (``as_tool(limits=...)``), if any.
         caller: The calling run as the call started.
-        used: What the child run has used so far (its earlier segments).
-        elapsed_s: Seconds the child run has run so far.
+        elapsed_s: Seconds the child run has run so far (its time is the caller's too).
 
     Returns:
         The limits, or the name of the budget the caller has nothing left of.
@@ -113,21 +115,17 @@ def child_limits(
         left = getattr(parent, budget) - getattr(spent, counter)
         if left < (1 if budget in _AT_LEAST_ONE else 0):
             return reason
-        values[budget] = min(values[budget], getattr(used, counter) + left)
+        values[budget] = min(values[budget], left)
     tokens_left = parent.max_total_tokens - spent.input_tokens - spent.output_tokens
     if tokens_left < 1:
         return "max_total_tokens"
-    values["max_total_tokens"] = min(
-        values["max_total_tokens"], used.input_tokens + used.output_tokens + tokens_left
-    )
+    values["max_total_tokens"] = min(values["max_total_tokens"], tokens_left)
     if parent.max_cost is not None:
         cost_left = parent.max_cost - spent.cost
         if cost_left <= 0:
             return "max_cost"
         current = values["max_cost"]
-        values["max_cost"] = min(
-            cost_left + used.cost, current if current is not None else cost_left + used.cost
-        )
+        values["max_cost"] = cost_left if current is None else min(current, cost_left)
     seconds_left = parent.deadline_s - caller.elapsed_s
     if seconds_left <= 0:
         return "deadline"
@@ -214,12 +212,11 @@ async def _run_child(
     run_id = child_run_id(ctx.run_id, caller.key, name)
     stored = await _stored(child.store, run_id)
     if stored is not None and stored.state == "finished" and stored.result is not None:
-        return Delegated(stored.result, counted=Usage(), on_stop=on_stop)  # replayed, not run
-    used = stored.usage if stored is not None else Usage()
+        return Delegated(stored.result, on_stop=on_stop)  # replayed from the store, not run
     elapsed = stored.elapsed_s if stored is not None else 0.0
-    bounded = child_limits(child.limits, cap, caller, used, elapsed)
+    bounded = child_limits(child.limits, cap, caller, elapsed)
     if isinstance(bounded, str):
-        return Delegated(None, counted=Usage(), on_stop=on_stop, exhausted=bounded)
+        return Delegated(None, on_stop=on_stop, exhausted=bounded)
     policy = caller.policy & child.policy
     if reads_only is not None:
         policy = policy & reads_only
@@ -229,13 +226,12 @@ async def _run_child(
         result = await _apart(
             derived.run(task, actor=ctx.actor, run_id=run_id, approvals=caller.approvals, deps=deps)
         )
-        return Delegated(result, counted=Usage(), on_stop=on_stop)
+        return Delegated(result, on_stop=on_stop)
     approvals = _addressed(stored, caller.approvals)
     # The caller holds its own lease, so no other worker runs this child: a lease the child's
     # dead worker left behind is taken over at once (fencing refuses that worker's records).
     result = await _apart(derived.resume(run_id, approvals=approvals, take_over=True, deps=deps))
-    counted = stored.usage if stored.state == "paused" else Usage()
-    return Delegated(result, counted=counted, on_stop=on_stop)
+    return Delegated(result, on_stop=on_stop)
 
 
 async def _apart(run: Coroutine[Any, Any, RunResult[Any]]) -> RunResult[Any]:

@@ -29,15 +29,12 @@ class Delegated:
 
     Attributes:
         result: The child's result (ended, or paused for an approval).
-        counted: The part of the child's usage the calling run already counts (at an earlier
-            pause); only the rest is added.
         on_stop: ``observe`` tells the calling model how the child stopped; ``end`` ends the
             calling run with the child's status and stop reason.
         exhausted: The budget the calling run had nothing left of, when the child never ran.
     """
 
     result: RunResult[Any] | None
-    counted: Usage
     on_stop: OnStop = "observe"
     exhausted: str | None = None
 
@@ -103,8 +100,6 @@ def settle_delegation(state: RunState, validated: ValidatedCall, outcome: Outcom
     if result is None:
         detail = f"the delegated agent {spec.name!r} did not run: no {delegated.exhausted} left"
         return _stopped(validated, delegated, RunStatus.STOPPED, _reason(delegated), detail)
-    _count(state, result.usage, delegated.counted)
-    _record_decisions(state, result)
     if result.status is RunStatus.PAUSED:
         state.approval_requests = [
             request.model_copy(
@@ -121,6 +116,11 @@ def settle_delegation(state: RunState, validated: ValidatedCall, outcome: Outcom
             StopReason.APPROVAL_REQUIRED,
             f"the delegated agent {spec.name!r} (call {call.id}) waits for approval of {waiting}",
         )
+    # Counted once, when the child's run ends: the call's journal key (its admission number)
+    # stays the same while it waits, and a resumed child is given what the run had left.
+    _count(state, result.usage)
+    _record_decisions(state, result)
+    state.approval_requests = []  # only the call in progress can have been waiting
     if result.status is RunStatus.COMPLETED:
         return ToolReturn(to_jsonable(result.output))
     detail = (
@@ -158,12 +158,9 @@ def _stopped(
     )
 
 
-def _count(state: RunState, used: Usage, counted: Usage) -> None:
-    """Add what the child used beyond what the run already counts."""
-    now, before = used.model_dump(), counted.model_dump()
-    state.count(
-        **{name: value - before[name] for name, value in now.items() if value > before[name]}
-    )
+def _count(state: RunState, used: Usage) -> None:
+    """Add what the child used to the run's usage."""
+    state.count(**{name: value for name, value in used.model_dump().items() if value})
 
 
 def _record_decisions(state: RunState, result: RunResult[Any]) -> None:
