@@ -3,8 +3,8 @@
 Used in-process by ``test_delegation_durable.py`` and as a worker process:
 ``python -m tests.delegation_worker DB LEDGER PHASE`` runs (``start``, ``crash``) or resumes
 (``resume`` after ``start``, ``recover`` after ``crash``) the parent and prints the result's
-status, stop reason and request ids as JSON. In ``crash`` the refund writes its ledger line and the process SIGKILLs itself before the
-write returns.
+status, stop reason and request ids as JSON. In ``crash`` the refund writes its ledger line and
+the process SIGKILLs itself before the write returns.
 """
 
 from __future__ import annotations
