@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
 from ownloop import Actor, Agent, Limits, RunStatus, StopReason, ToolRegistry
+from ownloop.contracts import ModelResponse, ToolCall
 from ownloop.delegation import child_run_id
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import allow_writes, deny_tools
@@ -223,3 +225,48 @@ def test_a_child_run_id_is_bounded() -> None:
     """A child run's id derives from the call's key, and stays within the id limit."""
     assert child_run_id("run", "k1", "payments") == "run/payments/k1"
     assert len(child_run_id("r" * 128, "k1", "payments")) <= 128
+
+
+def _waiting_child(name: str, arrived: dict[str, asyncio.Event]) -> Agent[None, str]:
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    async def gather(topic: str) -> str:
+        """Gather facts, once every other child has started too.
+
+        Args:
+            topic: What to gather.
+        """
+        arrived[name].set()
+        await asyncio.wait_for(asyncio.gather(*(e.wait() for e in arrived.values())), 30)
+        return f"facts on {topic}"
+
+    looping = [tool_call("gather", f"{name}{n}", topic=f"t{n}") for n in range(3)]
+    return Agent(ScriptedModel([*looping, final(f"{name} done")]), registry)
+
+
+def test_two_children_run_in_parallel_and_split_what_is_left() -> None:
+    """Two read delegations of one turn overlap, and together never exceed the parent's budget."""
+    arrived = {"a": asyncio.Event(), "b": asyncio.Event()}
+    registry = ToolRegistry()
+    for name in arrived:
+        child = _waiting_child(name, arrived)
+        registry.register(child.as_tool(name=f"ask_{name}", description="Asks.", effect="read"))
+    turn = ScriptedModel(
+        [
+            ModelResponse(
+                tool_calls=(
+                    ToolCall(id="pa", name="ask_a", arguments={"task": "x"}),
+                    ToolCall(id="pb", name="ask_b", arguments={"task": "y"}),
+                )
+            ),
+            final("both answered"),
+        ]
+    )
+    parent = Agent(turn, registry, limits=Limits(max_steps=8, max_parallel_tools=2))
+    result = parent.run_sync("go")
+    assert all(event.is_set() for event in arrived.values())
+    finished = [e for e in result.trace if e.kind == "tool_finished"]
+    assert [e.status for e in finished] == ["error", "error"]  # each got 3 of the 7 steps left
+    assert result.usage.steps == 1 + 3 + 3 + 1  # the parent's last turn fits: never more
+    assert result.status is RunStatus.COMPLETED

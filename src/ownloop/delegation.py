@@ -94,7 +94,9 @@ def child_limits(
     """Derive a child segment's budgets: its own, capped, and never above what the caller has left.
 
     The caller counts a child's usage once the child's run ends (not at a pause), so the child's
-    counters, earlier segments included, may reach what the caller had left as the call started.
+    counters, earlier segments included, may reach what the caller had left as the call started;
+    children running together (reads in one group) split it evenly. Time is not split: they run
+    at the same time.
 
     Args:
         own: The child agent's limits.
@@ -110,18 +112,18 @@ def child_limits(
         for name, value in cap.model_dump().items():
             if value is not None and (values[name] is None or value < values[name]):
                 values[name] = value
-    parent, spent = caller.limits, caller.usage
+    parent, spent, share = caller.limits, caller.usage, caller.share
     for budget, counter, reason in _BUDGETS:
-        left = getattr(parent, budget) - getattr(spent, counter)
+        left = (getattr(parent, budget) - getattr(spent, counter)) // share
         if left < (1 if budget in _AT_LEAST_ONE else 0):
             return reason
         values[budget] = min(values[budget], left)
-    tokens_left = parent.max_total_tokens - spent.input_tokens - spent.output_tokens
+    tokens_left = (parent.max_total_tokens - spent.input_tokens - spent.output_tokens) // share
     if tokens_left < 1:
         return "max_total_tokens"
     values["max_total_tokens"] = min(values["max_total_tokens"], tokens_left)
     if parent.max_cost is not None:
-        cost_left = parent.max_cost - spent.cost
+        cost_left = (parent.max_cost - spent.cost) / share
         if cost_left <= 0:
             return "max_cost"
         current = values["max_cost"]

@@ -56,13 +56,14 @@ def journals_write(config: LoopConfig, tool: RegisteredTool) -> bool:
     return config.durable and tool.spec.effect == "write" and not tool.delegates
 
 
-def caller_run(config: LoopConfig, state: RunState, key: str) -> CallerRun:
+def caller_run(config: LoopConfig, state: RunState, key: str, share: int = 1) -> CallerRun:
     """Describe the calling run to an agent tool: its budgets, usage, policy and call key.
 
     Args:
         config: The run's configuration.
         state: The run's state.
         key: The call's journal key.
+        share: How many agent tools running together split what the run has left.
 
     Returns:
         The record the child's budgets and policy are derived from.
@@ -74,6 +75,7 @@ def caller_run(config: LoopConfig, state: RunState, key: str) -> CallerRun:
         policy=config.policy,
         key=key,
         approvals=tuple(state.approvals),
+        share=max(share, 1),
     )
 
 

@@ -76,6 +76,7 @@ def tool_context(
     revision: str | None,
     *,
     key: str,
+    share: int = 1,
 ) -> ToolContext:
     """Build what a handler (or a reconcile lookup) is told about the run.
 
@@ -86,6 +87,7 @@ def tool_context(
         attempt: The attempt number, from 1.
         revision: The current revision.
         key: The call's journal key (its idempotency key derives from it).
+        share: How many agent tools of one group split what the run has left.
 
     Returns:
         The context; write tools get the call's idempotency key.
@@ -102,7 +104,7 @@ def tool_context(
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
         deps=state.deps,
         revision=revision,
-        caller=caller_run(config, state, key) if validated.tool.delegates else None,
+        caller=caller_run(config, state, key, share) if validated.tool.delegates else None,
     )
 
 

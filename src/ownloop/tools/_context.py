@@ -56,6 +56,7 @@ class CallerRun:
         policy: The calling run's policy: a delegated agent's is intersected with it.
         key: The call's journal key in the calling run (decided once, journaled).
         approvals: Decisions the calling run holds that no call of its own has consumed.
+        share: How many agent tools of one turn run together and split what is left.
     """
 
     limits: Limits
@@ -64,6 +65,7 @@ class CallerRun:
     policy: Policy
     key: str
     approvals: tuple[Approval, ...] = ()
+    share: int = 1
 
 
 @dataclass(frozen=True, slots=True)
