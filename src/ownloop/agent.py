@@ -290,7 +290,9 @@ class Agent(Generic[DepsT, OutputT]):
             self, name=name, description=description, effect=effect, limits=limits, on_stop=on_stop
         )
 
-    def delegated(self, limits: Limits, policy: Policy) -> Agent[DepsT, OutputT]:
+    def delegated(
+        self, limits: Limits, policy: Policy, sinks: Sequence[TraceSink] = ()
+    ) -> Agent[DepsT, OutputT]:
         """Return this agent under other limits and policy, for one delegated run segment.
 
         The recorded versions stay this agent's, so the child run resumes under either.
@@ -298,6 +300,7 @@ class Agent(Generic[DepsT, OutputT]):
         Args:
             limits: The segment's budgets.
             policy: The segment's policy (the caller's intersected with this agent's).
+            sinks: The caller's trace sinks, added to this agent's (one trace).
 
         Returns:
             A shallow copy sharing the model, tools, store and driver.
@@ -305,6 +308,7 @@ class Agent(Generic[DepsT, OutputT]):
         derived = copy.copy(self)
         derived.limits, derived.policy = limits, policy
         derived._config = dataclasses.replace(self._config, limits=limits, policy=policy)
+        derived._sinks = (*self._sinks, *(sink for sink in sinks if sink not in self._sinks))
         return derived
 
     def offered_tools(self, actor: Actor | None) -> tuple[ToolSpec, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Literal, Protocol
 
 from ownloop.contracts import MAX_ID_CHARS, Approval, Limits, RunResult, RunSnapshot, Usage
@@ -45,7 +45,9 @@ class ChildAgent(Protocol):
     policy: Policy
     deps_type: Any
 
-    def delegated(self, limits: Limits, policy: Policy) -> ChildAgent:
+    def delegated(
+        self, limits: Limits, policy: Policy, sinks: Sequence[Callable[[Any], None]] = ()
+    ) -> ChildAgent:
         """Return the agent under other limits and policy, its recorded versions unchanged."""
 
     async def run(
@@ -222,7 +224,7 @@ async def _run_child(
     policy = caller.policy & child.policy
     if reads_only is not None:
         policy = policy & reads_only
-    derived = child.delegated(bounded, policy)
+    derived = child.delegated(bounded, policy, caller.sinks)
     deps = ctx.deps if child.deps_type is not None else None
     if stored is None:
         result = await _apart(

@@ -76,6 +76,7 @@ def caller_run(config: LoopConfig, state: RunState, key: str, share: int = 1) ->
         key=key,
         approvals=tuple(state.approvals),
         share=max(share, 1),
+        sinks=state.trace.sinks,
     )
 
 

@@ -7,9 +7,10 @@ only marks a parameter; it changes neither the schema nor validation. Nothing he
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
@@ -57,6 +58,7 @@ class CallerRun:
         key: The call's journal key in the calling run (decided once, journaled).
         approvals: Decisions the calling run holds that no call of its own has consumed.
         share: How many agent tools of one turn run together and split what is left.
+        sinks: The calling run's trace sinks: the child's events reach them too (one trace).
     """
 
     limits: Limits
@@ -66,6 +68,7 @@ class CallerRun:
     key: str
     approvals: tuple[Approval, ...] = ()
     share: int = 1
+    sinks: tuple[Callable[[Any], None], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
