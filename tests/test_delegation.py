@@ -9,12 +9,13 @@ import pytest
 from pydantic import BaseModel
 
 from ownloop import Actor, Agent, Limits, RunStatus, StopReason, ToolRegistry
-from ownloop.contracts import ModelResponse, ToolCall
-from ownloop.delegation import child_run_id
+from ownloop.contracts import ModelResponse, ToolCall, Usage
+from ownloop.delegation import child_limits, child_run_id
 from ownloop.exceptions import ConfigurationError
-from ownloop.policy import allow_writes, deny_tools
+from ownloop.policy import allow_all, allow_writes, deny_tools
+from ownloop.store import SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
-from ownloop.tools import ToolContext
+from ownloop.tools import CallerRun, ToolContext
 
 
 class Refund(BaseModel):
@@ -270,3 +271,51 @@ def test_two_children_run_in_parallel_and_split_what_is_left() -> None:
     assert [e.status for e in finished] == ["error", "error"]  # each got 3 of the 7 steps left
     assert result.usage.steps == 1 + 3 + 3 + 1  # the parent's last turn fits: never more
     assert result.status is RunStatus.COMPLETED
+
+
+def _caller(limits: Limits, usage: Usage, elapsed_s: float = 0.0, share: int = 1) -> CallerRun:
+    return CallerRun(limits, usage, elapsed_s, allow_all(), "call#1", share=share)
+
+
+def test_child_limits_never_exceed_what_the_caller_has_left() -> None:
+    """Every budget is the lowest of the child's own, the cap and the caller's remainder."""
+    parent = Limits(max_steps=10, max_total_tokens=1_000, deadline_s=100.0, max_cost=1.0)
+    spent = Usage(steps=4, tool_calls=2, input_tokens=300, output_tokens=100, cost=0.25)
+    own = Limits(max_steps=20, max_tool_calls=3, deadline_s=300.0)
+    limits = child_limits(own, Limits(max_total_tokens=500), _caller(parent, spent, 40.0), 5.0)
+    assert isinstance(limits, Limits)
+    assert (limits.max_steps, limits.max_tool_calls) == (6, 3)
+    assert limits.max_total_tokens == 500  # the cap, below the 600 left
+    assert limits.max_cost == 0.75
+    assert limits.deadline_s == 5.0 + 60.0  # the child's time so far, plus the caller's rest
+    halves = child_limits(own, None, _caller(parent, spent, 40.0, share=2), 0.0)
+    assert isinstance(halves, Limits)
+    assert (halves.max_steps, halves.max_total_tokens, halves.max_cost) == (3, 300, 0.375)
+
+
+def test_child_limits_name_the_budget_the_caller_has_spent() -> None:
+    """With nothing left of a budget, the child does not start: the budget is named."""
+    parent = Limits(max_steps=5, max_total_tokens=100, deadline_s=10.0, max_cost=1.0)
+    own = Limits()
+    assert child_limits(own, None, _caller(parent, Usage(steps=5)), 0.0) == "max_steps"
+    spent_tokens = Usage(steps=1, input_tokens=60, output_tokens=40)
+    assert child_limits(own, None, _caller(parent, spent_tokens), 0.0) == "max_total_tokens"
+    assert child_limits(own, None, _caller(parent, Usage(steps=1, cost=1.0)), 0.0) == "max_cost"
+    assert child_limits(own, None, _caller(parent, Usage(steps=1), 10.0), 0.0) == "deadline"
+
+
+def test_a_finished_child_is_replayed_from_the_store_not_run_again(tmp_path: Any) -> None:
+    """Calling a delegation again for a call whose child finished answers from the store."""
+
+    async def go() -> None:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            model = ScriptedModel([final("answered")])  # one answer: a second run would fail
+            child = Agent(model, store=store)
+            tool = child.as_tool(name="helper", description="Helps.", effect="read")
+            context = ToolContext(run_id="top", call_id="c1", tool="helper")
+            first = await tool.invoke({"task": "go"}, context)
+            again = await tool.invoke({"task": "go"}, context)
+            assert first.result.output == again.result.output == "answered"
+            assert len(model.requests) == 1
+
+    asyncio.run(go())
