@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from ownloop import Actor, Agent, Limits, RunStatus, StopReason, ToolRegistry
+from ownloop import Actor, Agent, Approval, Limits, RunStatus, StopReason, ToolRegistry
 from ownloop.contracts import ModelResponse, ToolCall, Usage
 from ownloop.delegation import child_limits, child_run_id
 from ownloop.exceptions import ConfigurationError
-from ownloop.policy import allow_all, allow_writes, deny_tools
+from ownloop.policy import allow_all, allow_writes, deny_tools, require_approval_for
 from ownloop.store import SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import CallerRun, ToolContext
@@ -319,3 +319,59 @@ def test_a_finished_child_is_replayed_from_the_store_not_run_again(tmp_path: Any
             assert len(model.requests) == 1
 
     asyncio.run(go())
+
+
+def test_without_a_store_a_resumed_parent_runs_the_child_again_and_the_write_once() -> None:
+    """With no store, the approved parent runs its child from the start; the write runs once."""
+    ledger: list[str] = []
+    script = [tool_call("refund", "r1", order="A1"), tool_call("refund", "r1", order="A1")]
+    child = Agent(
+        ScriptedModel([*script, final("refunded")]),
+        _reader(ledger),
+        policy=allow_writes("refund") & require_approval_for("refund"),
+    )
+    tool = child.as_tool(name="payments", description="Payments.", effect="write")
+    parent = _parent(
+        tool,
+        [tool_call("payments", "p1", task="refund A1"), final("done")],
+        policy=allow_writes("payments", "refund"),
+    )
+    paused = parent.run_sync("go")
+    assert (paused.status, ledger) == (RunStatus.PAUSED, [])
+    (request,) = paused.approval_requests
+    decision = Approval(request_id=request.id, approved=True, approver="ops")
+    done = parent.resume_sync(paused, approvals=[decision])
+    assert (done.status, done.output, ledger) == (RunStatus.COMPLETED, "done", ["refund A1"])
+    assert decision in done.approvals  # the child's decision is in the parent's audit trail
+
+
+def test_an_unresolved_child_leaves_the_write_delegation_unknown() -> None:
+    """A child whose write's effect is unknown makes the delegating call's effect unknown too."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def refund(order: str) -> str:
+        """Refund an order.
+
+        Args:
+            order: The order id.
+        """
+        raise TimeoutError("the bank did not answer")
+
+    child = Agent(
+        ScriptedModel([tool_call("refund", "r1", order="A1"), final("maybe")]),
+        registry,
+        policy=allow_writes("refund"),
+    )
+    tool = child.as_tool(name="payments", description="Payments.", effect="write")
+    parent = _parent(
+        tool,
+        [tool_call("payments", "p1", task="refund A1"), final("done")],
+        policy=allow_writes("payments", "refund"),
+    )
+    result = parent.run_sync("go")
+    assert (result.status, result.stop_reason) == (
+        RunStatus.UNRESOLVED,
+        StopReason.UNRESOLVED_EFFECT,
+    )
+    assert [operation.tool for operation in result.pending] == ["payments"]
