@@ -375,3 +375,18 @@ def test_an_unresolved_child_leaves_the_write_delegation_unknown() -> None:
         StopReason.UNRESOLVED_EFFECT,
     )
     assert [operation.tool for operation in result.pending] == ["payments"]
+
+
+def test_only_agent_tools_are_told_about_the_calling_run() -> None:
+    """A plain tool's context carries no caller record: budgets and policy go to agents only."""
+    seen: list[object] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def plain(ctx: ToolContext) -> str:
+        """A plain read."""
+        seen.append(ctx.caller)
+        return "ok"
+
+    Agent(ScriptedModel([tool_call("plain"), final("done")]), registry).run_sync("go")
+    assert seen == [None]
