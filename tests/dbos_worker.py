@@ -24,7 +24,9 @@ import uuid
 from dataclasses import dataclass
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from ownloop import Agent
 from ownloop.contracts import AssistantMessage, ModelRequest, ModelResponse, ToolCall
@@ -176,6 +178,8 @@ def make_runner(spec: Spec) -> Any:
             "export": functools.partial(make_agent, spec, "export"),
             "refund": functools.partial(make_agent, spec, "refund"),
             "slow": functools.partial(make_agent, spec, "export", spec.slow_latency_s),
+            "ship": functools.partial(identity_agent, spec, 1),
+            "ship_twice": functools.partial(identity_agent, spec, 2),
         },
         queue=spec.queue,
         system_database_url=spec.system_url,
@@ -414,4 +418,53 @@ def readers_agent(spec: Spec) -> Agent:
         registry,
         policy=allow_writes("export"),
         revision=lambda: "r1",
+    )
+
+
+IDENTITY_ITEMS = ["pear", "apple", "fig", "banana", "kiwi", "plum", "cherry", "lime"]
+
+
+def identity_agent(spec: Spec, times: int) -> Agent:
+    """An agent proposing one approval-gated ``ship`` ``times`` times with the same arguments.
+
+    ``ship`` takes a ``set[str]`` and a parameter with a ``default_factory`` (its value is left to
+    the factory when proposed once; twin proposals name it, so both have one digest), and declares
+    a lookup reading the ledger. Each process the model runs in leaves ``hash-<pid>`` with its
+    ``hash("ownloop")``, so a test can tell that two processes hash strings differently.
+    """
+    from ownloop.testing import final, tool_call
+
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed | NotApplied:
+        keys = {key for key, _ in ledger_rows(spec.directory)}
+        return Confirmed({"done": True}) if ctx.idempotency_key in keys else NotApplied()
+
+    @registry.tool(effect="write", requires_approval=True, reconcile=lookup)
+    def ship(
+        order: str,
+        items: set[str],
+        ctx: ToolContext,
+        ref: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)],
+    ) -> dict[str, str]:
+        """Ship an order's items under a fresh reference.
+
+        Args:
+            order: The order.
+            items: What to ship.
+            ctx: Injected by the runtime.
+            ref: The shipment's reference.
+        """
+        return _record(spec, f"ship:{order}:{','.join(sorted(items))}:{ref}", ctx)
+
+    named = {"ref": "r-1"} if times > 1 else {}
+    proposal = functools.partial(tool_call, "ship", order="o-1", items=IDENTITY_ITEMS, **named)
+    script = [*(proposal(f"c{n + 1}") for n in range(times)), final("Shipped.")]
+
+    def respond(request: ModelRequest) -> ModelResponse:
+        spec.path(f"hash-{os.getpid()}").write_text(str(hash("ownloop")))
+        return script[sum(isinstance(m, AssistantMessage) for m in request.messages)]
+
+    return Agent(
+        FunctionModel(respond, model_name="scripted"), registry, policy=allow_writes("ship")
     )

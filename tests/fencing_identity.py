@@ -3,10 +3,12 @@
 Each example is one run of a write tool whose argument has a drawn type (sets, frozensets of large
 ints, a nested model, a factory default, a secret, floats including ``-0.0``, datetimes with
 offsets, large ints, text in NFC or NFD), with or without ``requires_approval``, that the model
-proposes once or twice with the same arguments. Every segment runs in a fresh interpreter
-(`tests.identity_model_worker`) under a random ``PYTHONHASHSEED`` and may die right after the
-effect or after its receipt; a deploy step changes the tool's signature (later resumes accept the
-change); decisions are submitted to the store by request id or by digest, and repeated.
+proposes once or twice with the same arguments. On SQLite and PostgreSQL every segment runs in a
+fresh interpreter (`tests.identity_model_worker`) under a random ``PYTHONHASHSEED``; on the memory
+store, which lives in one process, every segment runs in this one (a fresh `Agent`, which takes the
+dead segment's run over). A segment may die right after the effect or after its receipt; a
+deploy step changes the tool's signature (later resumes accept the change); decisions are
+submitted to the store by request id or by digest, and repeated.
 
 Invariants, checked against the ledger of real effects and the write journal after every step:
 no idempotency key executes twice, each call executes at most once, an approval-gated write never
@@ -30,8 +32,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from ownloop import Approval
-from ownloop.store import SqliteRunStore
-from tests.identity_model_worker import ledger
+from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
+from tests.durable_support import fresh_schema, postgres_dsn
+from tests.identity_model_worker import ledger, segment
 
 ROOT = Path(__file__).resolve().parent.parent
 _TEXT = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=6)
@@ -53,14 +56,23 @@ _ARGUMENTS: dict[str, st.SearchStrategy[Any]] = {
 
 
 class IdentityMachine(RuleBasedStateMachine):
-    """One run of one generated write tool over a SQLite file, each segment a fresh process."""
+    """One run of one generated write tool on one store (``backend``), segment by segment."""
+
+    backend = "sqlite"
 
     def __init__(self) -> None:
         super().__init__()
         self.directory = tempfile.TemporaryDirectory(prefix="ownloop-identity-")
         base = Path(self.directory.name)
+        self.loop = asyncio.new_event_loop()
+        self.memory = MemoryRunStore()
+        where: dict[str, Any] = {"db": str(base / "runs.db")}
+        if self.backend == "postgres":
+            where = {"dsn": postgres_dsn(), "schema": fresh_schema()}
+        elif self.backend == "memory":
+            where = {"in_process": True}
         self.job: dict[str, Any] = {
-            "db": str(base / "runs.db"),
+            **where,
             "ledger": str(base / "ledger.jsonl"),
             "run_id": "identity-run",
             "version": 1,
@@ -81,9 +93,25 @@ class IdentityMachine(RuleBasedStateMachine):
         arguments = {} if kind == "factory" else {"x": value}
         self.job.update(kind=kind, approval=approval, calls=calls, arguments=arguments)
 
+    def _store(self) -> RunStore:
+        if self.backend == "memory":
+            return self.memory
+        if self.backend == "postgres":
+            return PostgresRunStore(self.job["dsn"], schema=self.job["schema"])
+        return SqliteRunStore(self.job["db"])
+
+    async def _close(self, store: RunStore) -> None:
+        if store is not self.memory:
+            await store.close()
+
     def _segment(self, seed: int, crash: str | None) -> dict[str, Any]:
         job = {**self.job, "crash": crash, "accept": self.job["version"] == 2}
         self.segments += 1
+        if self.backend == "memory":
+            outcome = self.loop.run_until_complete(segment(job, self.memory))
+            assert "error" not in outcome, outcome
+            self.finished = outcome.get("status", "paused") != "paused"
+            return outcome
         done = subprocess.run(
             [sys.executable, "-m", "tests.identity_model_worker", json.dumps(job)],
             cwd=ROOT,
@@ -120,10 +148,10 @@ class IdentityMachine(RuleBasedStateMachine):
     @rule(by=st.sampled_from(["id", "digest"]), approved=st.booleans(), times=st.integers(1, 2))
     def decide(self, by: str, approved: bool, times: int) -> None:
         """Submit a decision for the waiting request to the store, by id or digest, maybe twice."""
-        asyncio.run(self._decide(by, approved, times))
+        self.loop.run_until_complete(self._decide(by, approved, times))
 
     async def _decide(self, by: str, approved: bool, times: int) -> None:
-        store = SqliteRunStore(self.job["db"])
+        store = self._store()
         try:
             stored = await store.get(self.job["run_id"])
             if stored is None or not stored.snapshot.approval_requests:
@@ -137,18 +165,18 @@ class IdentityMachine(RuleBasedStateMachine):
                 except Exception:
                     continue
         finally:
-            await store.close()
+            await self._close(store)
 
     @rule()
     def look(self) -> None:
         """Do nothing but check the invariants again (a finished run has no other step)."""
 
     async def _journal(self) -> list[Any]:
-        store = SqliteRunStore(self.job["db"])
+        store = self._store()
         try:
             return await store.journal(self.job["run_id"])
         finally:
-            await store.close()
+            await self._close(store)
 
     @invariant()
     def each_write_ran_at_most_once_and_only_with_its_decision(self) -> None:
@@ -159,7 +187,7 @@ class IdentityMachine(RuleBasedStateMachine):
         keys = [row["key"] for row in rows]
         assert len(keys) == len(set(keys)), f"a write ran twice: {rows}"
         assert len(rows) <= len(self.job["calls"]), rows
-        journal = asyncio.run(self._journal())
+        journal = self.loop.run_until_complete(self._journal())
         journaled = {entry.intent.idempotency_key: entry.intent for entry in journal}
         for row in rows:
             intent = journaled.get(row["key"])
@@ -178,9 +206,10 @@ class IdentityMachine(RuleBasedStateMachine):
                 for round_ in range(6):
                     if self.finished:
                         break
-                    asyncio.run(self._decide("id", True, 1))
+                    self.loop.run_until_complete(self._decide("id", True, 1))
                     self.outcomes.append(self._segment(round_, None))
                 assert self.finished, f"the run never ended: {self.outcomes}"
                 self.each_write_ran_at_most_once_and_only_with_its_decision()
         finally:
+            self.loop.close()
             self.directory.cleanup()

@@ -1,7 +1,8 @@
 """One segment of a run for the identity state machine, in a fresh interpreter.
 
 ``python -m tests.identity_model_worker JOB_JSON`` (under the ``PYTHONHASHSEED`` the machine drew)
-starts the run, or resumes it from its SQLite file. Its write tool ``ship`` takes one argument
+starts the run, or resumes it from its store (a SQLite file or a PostgreSQL schema, see
+`tests.identity_worker.open_store`). Its write tool ``ship`` takes one argument
 ``x`` of the drawn kind (a set, a frozenset of large ints, a nested model, a factory default, a
 secret, a float, a datetime with an offset, a large int, text in one Unicode normal form); version
 2 of the tool adds ``note: str = ""`` (a deploy). Every effect is appended to a ledger file with the
@@ -23,12 +24,13 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, SecretStr
 
 from ownloop import Agent
-from ownloop.contracts import AssistantMessage, Lease, Receipt
+from ownloop.contracts import AssistantMessage
 from ownloop.identity import canonical_text, encode
 from ownloop.policy import allow_writes
-from ownloop.store import SqliteRunStore
+from ownloop.store import RunStore
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import Confirmed, NotApplied, ToolContext, ToolRegistry
+from tests.identity_worker import SegmentDied, die, open_store
 
 
 class Parcel(BaseModel):
@@ -73,7 +75,7 @@ def _registry(job: dict[str, Any]) -> ToolRegistry:
             file.flush()
             os.fsync(file.fileno())
         if job.get("crash") == "after_apply":
-            os._exit(17)
+            die(job, 17)
         return {"shipped": True}
 
     def ship_v1(x: Any, ctx: ToolContext) -> dict[str, bool]:
@@ -92,17 +94,9 @@ def _registry(job: dict[str, Any]) -> ToolRegistry:
     return registry
 
 
-class _CrashAfterReceipt(SqliteRunStore):
-    async def record_receipt(
-        self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
-    ) -> None:
-        await super().record_receipt(run_id, call_id, receipt, lease=lease)
-        os._exit(18)
-
-
-async def _work(job: dict[str, Any]) -> dict[str, Any]:
-    kind = _CrashAfterReceipt if job.get("crash") == "after_receipt" else SqliteRunStore
-    store = kind(job["db"])
+async def segment(job: dict[str, Any], store: RunStore | None = None) -> dict[str, Any]:
+    """Start or resume the run; in-process (``store`` given) a death is the outcome ``crashed``."""
+    store, through = open_store(job, store)
     stored = await store.get(job["run_id"])
     played = 0
     if stored is not None:
@@ -112,23 +106,27 @@ async def _work(job: dict[str, Any]) -> dict[str, Any]:
         ScriptedModel([*script, final("Shipped.")][played:]),
         _registry(job),
         policy=allow_writes("ship"),
-        store=store,
+        store=through,
     )
     try:
         if stored is None:
             result = await agent.run("Ship it.", run_id=job["run_id"])
-        else:
-            result = await agent.resume(job["run_id"], accept_changes=job.get("accept", False))
+        else:  # in one process the dead segment's lease is still held by a live pid: take it
+            accept, take_over = job.get("accept", False), bool(job.get("in_process"))
+            result = await agent.resume(job["run_id"], accept_changes=accept, take_over=take_over)
+    except SegmentDied as died:
+        return {"crashed": died.code}
     except Exception as error:  # reported to the machine, which checks it
         return {"error": type(error).__name__, "message": str(error)}
     finally:
-        await store.close()
+        if not job.get("in_process"):
+            await store.close()
     return {"status": result.status.value}
 
 
 def main() -> None:
     """Run the job given as the first argument and print its outcome as one JSON line."""
-    print(json.dumps(asyncio.run(_work(json.loads(sys.argv[1])))), flush=True)
+    print(json.dumps(asyncio.run(segment(json.loads(sys.argv[1])))), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """A worker process for the identity tests: starts or resumes one run in a fresh interpreter.
 
 Run as ``python -m tests.identity_worker JOB_JSON`` with the ``PYTHONHASHSEED`` the test chose, so
-the resumed run lives in another process under another hash seed. Its one write tool, ``ship``,
-takes a ``set[str]`` and appends each effect to a ledger file with the idempotency key it ran
-under (flushed to disk before it returns); its reconcile lookup reads that ledger by key. A job may
-crash the process (``os._exit``) right after the effect is on disk, or right after the store
-recorded the write's receipt. It prints one JSON line: the result's status, or the error's type.
+the resumed run lives in another process under another hash seed. The job names its store: a
+SQLite file (``db``) or a PostgreSQL schema (``dsn`` and ``schema``), opened by `open_store`. Its
+one write tool, ``ship``, takes a ``set[str]`` and appends each effect to a ledger file with the
+idempotency key it ran under (flushed to disk before it returns); its reconcile lookup reads that
+ledger by key. A job may crash the process (``os._exit``; in-process, `SegmentDied`) right after
+the effect is on disk, or right after the store recorded the write's receipt. It prints one JSON
+line: the result's status, or the error's type.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 from ownloop import Agent
 from ownloop.contracts import AssistantMessage, Lease, Receipt
 from ownloop.policy import allow_writes
-from ownloop.store import RunStore, SqliteRunStore
+from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import Confirmed, NotApplied, ToolContext, ToolRegistry
 
@@ -50,7 +52,7 @@ def _registry(job: dict[str, Any]) -> ToolRegistry:
             file.flush()
             os.fsync(file.fileno())
         if job.get("crash") == "after_apply":
-            os._exit(17)  # the backend applied it; the process dies before any receipt
+            die(job, 17)  # the backend applied it; the process dies before any receipt
         return {"shipped": order}
 
     if job.get("version", 1) == 1:
@@ -72,12 +74,45 @@ def _registry(job: dict[str, Any]) -> ToolRegistry:
     return registry
 
 
-class _CrashAfterReceipt(SqliteRunStore):
+class SegmentDied(BaseException):
+    """An in-process segment dies here (``job["in_process"]``): nothing below it runs."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def die(job: dict[str, Any], code: int) -> None:
+    """End the segment at once: the process exits, or an in-process segment raises."""
+    if job.get("in_process"):
+        raise SegmentDied(code)
+    os._exit(code)
+
+
+class _CrashAfterReceipt:
+    """A store whose process dies right after the write's receipt is stored."""
+
+    def __init__(self, store: RunStore, job: dict[str, Any]) -> None:
+        self._store = store
+        self._job = job
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
     async def record_receipt(
         self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
     ) -> None:
-        await super().record_receipt(run_id, call_id, receipt, lease=lease)
-        os._exit(18)  # the receipt is stored; the checkpoint after it never happens
+        await self._store.record_receipt(run_id, call_id, receipt, lease=lease)
+        die(self._job, 18)  # the receipt is stored; the checkpoint after it never happens
+
+
+def open_store(job: dict[str, Any], store: RunStore | None = None) -> tuple[RunStore, Any]:
+    """Open the job's store (or take ``store``); return it and what the agent writes through."""
+    if store is None and "dsn" in job:
+        store = PostgresRunStore(job["dsn"], schema=job["schema"])
+    elif store is None:
+        store = SqliteRunStore(job["db"])
+    return store, _CrashAfterReceipt(store, job) if job.get("crash") == "after_receipt" else store
 
 
 async def _played(store: RunStore, run_id: str) -> int:
@@ -88,14 +123,13 @@ async def _played(store: RunStore, run_id: str) -> int:
 
 
 async def _work(job: dict[str, Any]) -> dict[str, Any]:
-    kind = _CrashAfterReceipt if job.get("crash") == "after_receipt" else SqliteRunStore
-    store = kind(job["db"])
+    store, through = open_store(job)
     played = await _played(store, job["run_id"])
     agent = Agent(
         ScriptedModel(SCRIPT[played:]),
         _registry(job),
         policy=allow_writes("ship"),
-        store=store,
+        store=through,
     )
     try:
         if job["action"] == "start":
@@ -104,6 +138,8 @@ async def _work(job: dict[str, Any]) -> dict[str, Any]:
             result = await agent.resume(job["run_id"], accept_changes=job.get("accept", False))
     except Exception as error:  # reported to the test, which checks its type and message
         return {"error": type(error).__name__, "message": str(error)}
+    finally:
+        await store.close()
     return {"status": result.status.value, "output": result.output}
 
 

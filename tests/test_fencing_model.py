@@ -2,7 +2,9 @@
 
 Each example drives one run through the public API on one store (memory, SQLite, PostgreSQL).
 The model proposes reads, writes, approval-gated writes, unknown tools and invalid arguments, with
-call ids that repeat within a response and are reused across turns. Write tools succeed, fail
+call ids that repeat within a response and are reused across turns; a write's arguments may add a
+set of tags, a secret token, a nested model and a reference its parameter's ``default_factory``
+makes when the model leaves it out. Write tools succeed, fail
 transiently, raise before acting, act slowly (still in their thread when another worker takes
 the run over), or act and then raise (unknown effect); a lookup reads the external ledger.
 Between segments the machine crashes a worker at every effect boundary (after a checkpoint, an
@@ -13,14 +15,17 @@ that match, deny, repeat or are misaddressed.
 
 After every step: no external effect happened twice (the ledger), no approval-gated effect lacks an
 approval, every journaled receipt belongs to the call that produced it, every result is typed and
-within its budgets, and every trace numbers its events without gaps.
+within its budgets, every trace numbers its events without gaps, and every journaled write's
+arguments are what its handler received (the factory's value and the secret's real value too).
 
 Examples per store: ``OWNLOOP_FENCING_EXAMPLES`` (default 2000 for memory, a third of that for
 SQLite and a tenth for PostgreSQL); ``OWNLOOP_FENCING_EXAMPLES=100000`` is the long search.
 
-The identity machine (`tests.fencing_identity`) runs every segment in a fresh interpreter under a
-random hash seed, with generated argument types and deploys, on SQLite files:
-``OWNLOOP_IDENTITY_EXAMPLES`` examples (default ``OWNLOOP_FENCING_EXAMPLES / 700``, at least 2).
+The identity machine (`tests.fencing_identity`) searches generated argument types, crashes,
+deploys and decisions. On SQLite and PostgreSQL every segment is a fresh interpreter under a
+random hash seed: ``OWNLOOP_IDENTITY_EXAMPLES`` examples each (default
+``OWNLOOP_FENCING_EXAMPLES / 700``, at least 2). On the memory store every segment runs in this
+process: ``OWNLOOP_FENCING_EXAMPLES / 40`` examples (at least 2).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -43,6 +48,7 @@ from hypothesis.stateful import (
     precondition,
     rule,
 )
+from pydantic import BaseModel, Field, SecretStr
 
 from ownloop import Agent, Approval, RunResult, RunStatus
 from ownloop.clock import FakeClock
@@ -64,6 +70,7 @@ from ownloop.exceptions import (
     TransientToolError,
     UnknownApprovalRequest,
 )
+from ownloop.identity import encode
 from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore
 from ownloop.tools import Confirmed, NotApplied, ToolContext, ToolRegistry
@@ -81,10 +88,28 @@ class Crash(BaseException):
     """The worker process dies here: nothing below it runs, its lease stays held."""
 
 
+class Parcel(BaseModel):
+    """A nested model argument of the write tools."""
+
+    street: str
+    tags: frozenset[str] = frozenset()
+
+
+_WORDS = st.sampled_from(["pear", "fig", "café", "cafe\u0301", "", "ﬁ"])
+extras_plan = st.fixed_dictionaries(
+    {},
+    optional={
+        "tags": st.lists(_WORDS, max_size=4),
+        "token": _WORDS,
+        "parcel": st.fixed_dictionaries({"street": _WORDS, "tags": st.lists(_WORDS, max_size=3)}),
+        "ref": _WORDS,  # left out, the parameter's default_factory makes a fresh one
+    },
+)
 call_plan = st.tuples(
     st.sampled_from(("read", "write", "approved_write", "nothing", "bad_args")),
     st.sampled_from(IDS),
     st.sampled_from(MODES),
+    extras_plan,
 )
 turn_plan = st.one_of(st.just(()), st.lists(call_plan, min_size=1, max_size=3).map(tuple))
 script_plan = st.lists(turn_plan, min_size=1, max_size=4)
@@ -93,7 +118,7 @@ script_plan = st.lists(turn_plan, min_size=1, max_size=4)
 class PlannedModel:
     """Answers step n with the n-th planned turn (the same turn when a step is asked again)."""
 
-    def __init__(self, script: list[tuple[tuple[str, str, str], ...]]) -> None:
+    def __init__(self, script: list[tuple[tuple[str, str, str, dict[str, Any]], ...]]) -> None:
         self.script = script
 
     async def respond(self, request: ModelRequest) -> ModelResponse:
@@ -101,9 +126,9 @@ class PlannedModel:
         if request.step > len(self.script) or not self.script[request.step - 1]:
             return ModelResponse(final_output="done")
         calls = []
-        for index, (kind, call_id, mode) in enumerate(self.script[request.step - 1]):
+        for index, (kind, call_id, mode, extras) in enumerate(self.script[request.step - 1]):
             nonce = f"s{request.step}i{index}"
-            tool, arguments = kind, {"nonce": nonce, "mode": mode}
+            tool, arguments = kind, {"nonce": nonce, "mode": mode, **extras}
             if kind == "read":
                 arguments = {"query": nonce}
             elif kind == "bad_args":
@@ -188,6 +213,7 @@ class FencingMachine(RuleBasedStateMachine):
         self.store = self._store()
         self.run_id = f"run-{uuid.uuid4().hex[:12]}"
         self.ledger: dict[str, str] = {}  # idempotency key -> nonce
+        self.received: dict[str, Any] = {}  # idempotency key -> the extras, encoded
         self.effects: list[str] = []  # nonces, in order
         self.granted: set[str] = set()
         self.crashed_once: set[str] = set()
@@ -218,13 +244,14 @@ class FencingMachine(RuleBasedStateMachine):
 
     # ----------------------------------------------------------------- the outside world
 
-    def _effect(self, tool: str, nonce: str, key: str | None) -> None:
+    def _effect(self, tool: str, nonce: str, key: str | None, received: dict[str, Any]) -> None:
         if nonce in self.effects:
             self.problems.append(f"the effect of {nonce} happened twice")
         if tool == "approved_write" and nonce not in self.granted:
             self.problems.append(f"{nonce} took effect without its approval")
         self.effects.append(nonce)
         self.ledger[str(key)] = nonce
+        self.received[str(key)] = encode(received)
 
     def _registry(self) -> ToolRegistry:
         global _WORLD
@@ -249,7 +276,9 @@ class FencingMachine(RuleBasedStateMachine):
             """
             return {"id": query}
 
-        def act(tool: str, nonce: str, mode: str, ctx: ToolContext) -> dict[str, str]:
+        def act(
+            tool: str, nonce: str, mode: str, ctx: ToolContext, received: dict[str, Any]
+        ) -> dict[str, str]:
             if mode == "transient" and nonce not in machine.transient_once:
                 machine.transient_once.add(nonce)
                 raise TransientToolError("busy")
@@ -257,7 +286,7 @@ class FencingMachine(RuleBasedStateMachine):
                 raise ValueError("refused before acting")
             if mode == "slow":  # still in its thread when another worker takes the run over
                 time.sleep(0.002)
-            machine._effect(tool, nonce, ctx.idempotency_key)
+            machine._effect(tool, nonce, ctx.idempotency_key, received)
             if mode == "unknown":
                 raise ValueError("acted, then lost the connection")
             if mode == "crash" and nonce not in machine.crashed_once:
@@ -271,26 +300,54 @@ class FencingMachine(RuleBasedStateMachine):
             return Confirmed({"nonce": nonce}) if nonce is not None else NotApplied()
 
         @registry.tool(effect="write", reconcile=lookup)
-        def write(nonce: str, mode: str, ctx: ToolContext) -> dict[str, str]:
+        def write(
+            nonce: str,
+            mode: str,
+            ctx: ToolContext,
+            *,
+            ref: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)],
+            tags: Annotated[set[str], Field(default_factory=set)],
+            token: SecretStr | None = None,
+            parcel: Parcel | None = None,
+        ) -> dict[str, str]:
             """Write.
 
             Args:
                 nonce: Which planned call this is.
                 mode: How it behaves.
                 ctx: Injected.
+                ref: A reference, made fresh when left out.
+                tags: Tags.
+                token: A secret.
+                parcel: A nested model.
             """
-            return act("write", nonce, mode, ctx)
+            received = {"ref": ref, "tags": tags, "token": token, "parcel": parcel}
+            return act("write", nonce, mode, ctx, received)
 
         @registry.tool(effect="write", requires_approval=True, reconcile=lookup)
-        def approved_write(nonce: str, mode: str, ctx: ToolContext) -> dict[str, str]:
+        def approved_write(
+            nonce: str,
+            mode: str,
+            ctx: ToolContext,
+            *,
+            ref: Annotated[str, Field(default_factory=lambda: uuid.uuid4().hex)],
+            tags: Annotated[set[str], Field(default_factory=set)],
+            token: SecretStr | None = None,
+            parcel: Parcel | None = None,
+        ) -> dict[str, str]:
             """Write, once approved.
 
             Args:
                 nonce: Which planned call this is.
                 mode: How it behaves.
                 ctx: Injected.
+                ref: A reference, made fresh when left out.
+                tags: Tags.
+                token: A secret.
+                parcel: A nested model.
             """
-            return act("approved_write", nonce, mode, ctx)
+            received = {"ref": ref, "tags": tags, "token": token, "parcel": parcel}
+            return act("approved_write", nonce, mode, ctx, received)
 
         return registry
 
@@ -462,6 +519,10 @@ class FencingMachine(RuleBasedStateMachine):
         for entry in journal:
             receipt, intent = entry.receipt, entry.intent
             assert intent.call_id.startswith("call#")
+            received = self.received.get(str(intent.idempotency_key))
+            if received is not None:  # the handler ran with exactly the journaled arguments
+                assert intent.arguments is not None
+                assert {name: intent.arguments.get(name) for name in received} == received
             if receipt is None:
                 continue
             assert (receipt.tool, receipt.call_id) == (intent.tool, intent.provider_call_id)
@@ -527,17 +588,49 @@ def _close_shared_stores() -> Any:
 
 
 IDENTITY_EXAMPLES = int(os.environ.get("OWNLOOP_IDENTITY_EXAMPLES", str(max(BASE // 700, 2))))
+IN_PROCESS_IDENTITY_EXAMPLES = max(BASE // 40, 2)
+
+
+def _identity_settings(examples: int) -> settings:
+    return settings(
+        max_examples=examples,
+        stateful_step_count=5,
+        deadline=None,
+        phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking re-runs processes
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+    )
+
+
+class MemoryIdentity(IdentityMachine):
+    """The identity machine on the memory store, every segment in this process."""
+
+    backend = "memory"
+
+
+class PostgresIdentity(IdentityMachine):
+    """The identity machine on PostgreSQL, every segment a fresh interpreter."""
+
+    backend = "postgres"
+
+
+def test_a_calls_identity_survives_crashes_and_deploys_on_the_memory_store() -> None:
+    """Generated argument types, crashes, deploys and decisions in one process: none runs twice."""
+    MemoryIdentity.TestCase.settings = _identity_settings(IN_PROCESS_IDENTITY_EXAMPLES)
+    MemoryIdentity.TestCase().runTest()
 
 
 def test_a_calls_identity_survives_fresh_interpreters_and_deploys() -> None:
     """Generated argument types, hash seeds, crashes, deploys and decisions: no write runs twice."""
     if IDENTITY_EXAMPLES == 0:
         pytest.skip("OWNLOOP_IDENTITY_EXAMPLES=0 (the mutation gate: its segments are processes)")
-    IdentityMachine.TestCase.settings = settings(
-        max_examples=IDENTITY_EXAMPLES,
-        stateful_step_count=5,
-        deadline=None,
-        phases=[Phase.explicit, Phase.reuse, Phase.generate],  # shrinking re-runs processes
-        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
-    )
+    IdentityMachine.TestCase.settings = _identity_settings(IDENTITY_EXAMPLES)
     IdentityMachine.TestCase().runTest()
+
+
+def test_a_calls_identity_survives_fresh_interpreters_and_deploys_on_postgres() -> None:
+    """The identity machine's search, every segment a fresh interpreter, on PostgreSQL."""
+    if IDENTITY_EXAMPLES == 0:
+        pytest.skip("OWNLOOP_IDENTITY_EXAMPLES=0 (the mutation gate: its segments are processes)")
+    postgres_dsn()  # skip (or fail in CI) without a server
+    PostgresIdentity.TestCase.settings = _identity_settings(IDENTITY_EXAMPLES)
+    PostgresIdentity.TestCase().runTest()

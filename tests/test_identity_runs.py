@@ -1,8 +1,9 @@
 """A call's identity is decided once: approvals bind it, resumes and replays read it back.
 
 Each test is a case where recomputing the identity (digest, idempotency key, arguments) used to
-admit a call twice, or never: a factory default, a secret, a decision spent on the replay path,
-the same decision passed again, and the same paused result resumed twice without a store.
+admit a call twice, or never: a factory default, a secret, the same decision passed again, and
+the same paused result resumed twice without a store. The cases that involve a store (a decision
+spent on the replay path among them) run on every store in `tests/test_identity_stores.py`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import hashlib
 import json
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -18,7 +20,7 @@ import pytest
 from pydantic import Field, SecretStr
 
 from ownloop import Agent, Approval, RunResult, RunStatus
-from ownloop.contracts import Lease, WriteIntent
+from ownloop.contracts import CallIdentity, Lease, WriteIntent
 from ownloop.exceptions import ConfigurationError
 from ownloop.policy import allow_writes, approval_digest
 from ownloop.store import MemoryRunStore, SqliteRunStore
@@ -139,47 +141,6 @@ def test_a_secret_argument_is_approved_by_its_real_value() -> None:
     assert changed == ["hunter2"]
 
 
-def test_a_decision_is_consumed_when_its_write_is_replayed_from_the_journal() -> None:
-    """A stored decision that admitted a crashed write admits nothing more after the replay."""
-    asyncio.run(_replayed_decision())
-
-
-async def _replayed_decision() -> None:
-    ledger: list[dict[str, Any]] = []
-    store = MemoryRunStore()
-    crash = [True]
-    first = Agent(
-        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
-        _refunds(ledger, approval=True, crash=[]),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    paused = await first.run("Refund o-1.", run_id="replay")
-    (request,) = paused.approval_requests
-    await store.submit_approval(
-        "replay", Approval(digest=request.digest, approved=True, approver="alice")
-    )
-    crashing = Agent(
-        ScriptedModel([]),
-        _refunds(ledger, approval=True, crash=crash),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    with pytest.raises(Crash):
-        await crashing.resume("replay")
-    again = Agent(
-        ScriptedModel([tool_call("refund", "c2", order_id="o-1")]),
-        _refunds(ledger, approval=True, crash=[]),
-        policy=allow_writes("refund"),
-        store=store,
-    )
-    result = await again.resume("replay", take_over=True)
-    assert len(ledger) == 1
-    assert result.status is RunStatus.PAUSED  # the identical second refund needs its own approval
-    assert result.approval_requests[0].call_id == "c2"
-    assert [a.digest for a in result.approvals] == [request.digest]  # the audit trail has it
-
-
 def test_the_same_decision_passed_to_resume_again_is_refused() -> None:
     """A decision already applied, passed to resume again, is refused naming what it decided."""
     ledger: list[dict[str, Any]] = []
@@ -289,3 +250,240 @@ def test_a_changed_tool_effect_is_named_when_the_resume_is_refused() -> None:
     paused = build("read").run_sync("Archive q3.")
     with pytest.raises(ConfigurationError, match=r"tool 'archive' effect \(read -> write\)"):
         build("write").resume_sync(paused, approvals=[_approve(paused)])
+
+
+def _identities(result: RunResult) -> tuple[CallIdentity, ...]:
+    assert result.resume is not None
+    return result.resume.identities
+
+
+def _with_identities(result: RunResult, *identities: CallIdentity) -> RunResult:
+    assert result.resume is not None
+    resume = result.resume.model_copy(update={"identities": identities})
+    return result.model_copy(update={"resume": resume})
+
+
+def _gated(kind: Literal["read", "write"], received: list[Any]) -> ToolRegistry:
+    """One approval-gated tool ``refund`` of the given effect, recording what it receives."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect=kind, requires_approval=True)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        received.append((order_id, ctx.idempotency_key))
+        return order_id
+
+    return registry
+
+
+def test_a_paused_write_carries_the_key_it_then_runs_under_and_a_read_none() -> None:
+    """The identity fixed at the pause holds a write's idempotency key; a read has no key."""
+    for kind in ("write", "read"):
+        received: list[Any] = []
+        model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
+        agent = Agent(model, _gated(kind, received), policy=allow_writes("refund"))
+        paused = agent.run_sync("Refund o-1.")
+        (identity,) = _identities(paused)
+        assert (identity.call_id, identity.tool, identity.digest_version) == ("c1", "refund", 1)
+        assert agent.resume_sync(paused, approvals=[_approve(paused)]).status is RunStatus.COMPLETED
+        if kind == "write":
+            assert identity.idempotency_key is not None
+        assert received == [("o-1", identity.idempotency_key)]
+
+
+@pytest.mark.parametrize("forged", [{"call_id": "c9"}, {"tool": "other"}])
+def test_a_recorded_identity_of_another_call_is_never_taken_for_this_one(
+    forged: dict[str, str],
+) -> None:
+    """A paused result whose identity names another call id or tool runs the model's own call."""
+    received: list[Any] = []
+    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Done.")])
+    agent = Agent(model, _gated("write", received), policy=allow_writes("refund"))
+    paused = agent.run_sync("Refund o-1.")
+    (identity,) = _identities(paused)
+    other = identity.model_copy(update={**forged, "arguments": {"order_id": "o-forged"}})
+    tampered = _with_identities(paused, other)
+    assert agent.resume_sync(tampered, approvals=[_approve(paused)]).status is RunStatus.COMPLETED
+    assert [order for order, _ in received] == ["o-1"]
+
+
+class _DiesAtIntent:
+    """A store whose worker dies as it journals a write, before the intent is stored."""
+
+    def __init__(self, store: MemoryRunStore) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        raise Crash
+
+
+def _refund_once(received: list[Any], crash: list[bool], *, lookup: bool = True) -> ToolRegistry:
+    """A write whose lookup (if any) says "not applied"; it dies before its effect when asked."""
+    registry = ToolRegistry()
+
+    def not_applied(arguments: dict[str, Any], ctx: ToolContext) -> NotApplied:
+        return NotApplied()
+
+    @registry.tool(effect="write", reconcile=not_applied if lookup else None)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        if crash and crash.pop():
+            raise Crash
+        received.append((order_id, ctx.idempotency_key))
+        return order_id
+
+    return registry
+
+
+@pytest.mark.parametrize("forged", [{"provider_call_id": "c9"}, {"tool": "other"}])
+def test_a_journaled_intent_of_another_call_is_never_taken_for_this_one(
+    forged: dict[str, str],
+) -> None:
+    """An intent under the call's key naming another call id or tool is not this call's."""
+    asyncio.run(_journaled_other(forged))
+
+
+async def _journaled_other(forged: dict[str, str]) -> None:
+    store = MemoryRunStore()
+    received: list[Any] = []
+    steps = [tool_call("refund", "c1", order_id="o-1"), final("Done.")]
+    dying = Agent(ScriptedModel(steps), _refund_once(received, [], lookup=False),
+                  policy=allow_writes("refund"), store=_DiesAtIntent(store))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(Crash):
+        await dying.run("Refund o-1.", run_id="forged")
+    fields = {"tool": "refund", "provider_call_id": "c1", **forged}
+    await store.record_intent(  # another call's intent under this call's key
+        WriteIntent(
+            run_id="forged",
+            call_id="call#1",
+            idempotency_key="k" * 32,
+            arguments_digest="d" * 64,
+            recorded_at=datetime.now(UTC),
+            arguments={"order_id": "o-forged"},
+            digest_version=1,
+            **fields,
+        )
+    )
+    again = Agent(ScriptedModel(steps[1:]), _refund_once(received, [], lookup=False),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    result = await again.resume("forged", take_over=True)
+    assert received == []  # never run with the other call's arguments
+    (receipt,) = result.receipts
+    assert receipt.status == "unknown"
+    assert "records other arguments than this call" in str(receipt.message)
+
+
+def test_a_write_dead_before_its_effect_is_retried_under_its_journaled_identity() -> None:
+    """Resumed from its intent alone and cleared by its lookup, it reruns as journaled."""
+    asyncio.run(_retried_from_the_journal())
+
+
+async def _retried_from_the_journal() -> None:
+    store = MemoryRunStore()
+    received: list[Any] = []
+    steps = [tool_call("refund", "c1", order_id="o-1"), final("Done.")]
+    first = Agent(ScriptedModel(steps), _refund_once(received, [True]),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    with pytest.raises(Crash):
+        await first.run("Refund o-1.", run_id="retried")
+    (journaled,) = await store.journal("retried")
+    again = Agent(ScriptedModel(steps[1:]), _refund_once(received, []),
+                  policy=allow_writes("refund"), store=store)  # fmt: skip
+    assert (await again.resume("retried", take_over=True)).status is RunStatus.COMPLETED
+    (entry,) = await store.journal("retried")
+    assert received == [("o-1", journaled.intent.idempotency_key)]
+    assert (entry.intent.arguments, entry.intent.digest_version) == ({"order_id": "o-1"}, 1)
+    assert entry.intent.idempotency_key == journaled.intent.idempotency_key
+
+
+def test_a_legacy_write_cleared_by_its_lookup_is_journaled_again_under_its_legacy_identity() -> (
+    None
+):
+    """A write an older release journaled, retried after its lookup, keeps its key and version 0."""
+    asyncio.run(_legacy_retried())
+
+
+async def _legacy_retried() -> None:
+    store = MemoryRunStore()
+    asked: list[str | None] = []
+    ran: list[str | None] = []
+    crashes = [False, True, True]  # the older release, then the first newer one, die in the write
+    registry = ToolRegistry()
+
+    def lookup(arguments: dict[str, Any], ctx: ToolContext) -> NotApplied:
+        asked.append(ctx.idempotency_key)
+        return NotApplied()
+
+    @registry.tool(effect="write", reconcile=lookup)
+    def refund(order_id: str, ctx: ToolContext) -> str:
+        """Refund an order."""
+        if crashes.pop():
+            raise Crash
+        ran.append(ctx.idempotency_key)
+        return order_id
+
+    older = Agent(
+        ScriptedModel([tool_call("refund", "c1", order_id="o-1")]),
+        registry,
+        policy=allow_writes("refund"),
+        store=_OlderRelease(store),  # type: ignore[arg-type]
+    )
+    with pytest.raises(Crash):
+        await older.run("Refund o-1.", run_id="legacy")
+    (legacy,) = await store.journal("legacy")
+
+    def newer() -> Agent:
+        model = ScriptedModel([final("Refunded.")])
+        return Agent(model, registry, policy=allow_writes("refund"), store=store)
+
+    with pytest.raises(Crash):  # it dies again, in the write it journaled again
+        await newer().resume("legacy", take_over=True)
+    await _journaled_under(store, legacy.intent)
+    result = await newer().resume("legacy", take_over=True)
+    assert result.status is RunStatus.COMPLETED, result
+    await _journaled_under(store, legacy.intent)
+    assert asked == [legacy.intent.idempotency_key] * 2
+    assert ran == [legacy.intent.idempotency_key]
+
+
+async def _journaled_under(store: MemoryRunStore, legacy: WriteIntent) -> None:
+    """The run's one write is journaled with its arguments, the legacy key and version 0."""
+    (entry,) = await store.journal("legacy")
+    assert entry.intent.arguments == {"order_id": "o-1"}
+    assert (entry.intent.idempotency_key, entry.intent.digest_version) == (
+        legacy.idempotency_key,
+        0,
+    )
+
+
+class _KeyedByProviderId(_OlderRelease):
+    """A store as a release before journal keys wrote it: intents keyed by the model's call id."""
+
+    async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
+        moved = intent.model_copy(update={"call_id": intent.provider_call_id})
+        await super().record_intent(moved, lease=lease)
+
+
+def test_a_write_journaled_under_its_provider_id_by_an_older_release_is_recognised() -> None:
+    """An intent keyed by the model's id with the old digest is this call's, never "other"."""
+    store = MemoryRunStore()
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def refund(order_id: str) -> str:
+        """Refund an order."""
+        raise Crash
+
+    older = Agent(ScriptedModel([tool_call("refund", "c1", order_id="o-1")]), registry,
+                  policy=allow_writes("refund"), store=_KeyedByProviderId(store))  # type: ignore[arg-type]  # fmt: skip
+    with pytest.raises(Crash):
+        older.run_sync("Refund o-1.", run_id="keyed")
+    newer = Agent(ScriptedModel([final("Refunded.")]), registry, policy=allow_writes("refund"),
+                  store=store)  # fmt: skip
+    result = newer.resume_sync("keyed", take_over=True)
+    (receipt,) = result.receipts
+    assert receipt.status == "unknown"
+    assert "process stopped after this write started" in str(receipt.message)

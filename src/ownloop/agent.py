@@ -69,6 +69,7 @@ from ownloop.contracts import (
 from ownloop.cost import PriceTable
 from ownloop.delegation import agent_tool
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
+from ownloop.identity import DIGEST_VERSION
 from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
 from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
@@ -786,13 +787,15 @@ class Agent(Generic[DepsT, OutputT]):
         if entry is not None and entry.intent.arguments is not None:
             if entry.intent.tool != call.name or entry.intent.arguments_digest != digest:
                 return None  # a model may reuse a call id for another call
-            return self.tools.restore(call, dict(entry.intent.arguments), digest)
+            restored = self.tools.restore(call, dict(entry.intent.arguments), digest)
+            version = entry.intent.digest_version
+            version = DIGEST_VERSION if version is None else version
+            return dataclasses.replace(restored, digest_version=version)
         validated = self.tools.validate(call)
-        if isinstance(validated, ValidatedCall) and digest in (
-            validated.digest,
-            validated.legacy_digest,
-        ):
-            return dataclasses.replace(validated, digest=digest)
+        if isinstance(validated, ValidatedCall) and digest == validated.legacy_digest:
+            return dataclasses.replace(validated, digest=digest, digest_version=0)
+        if isinstance(validated, ValidatedCall) and digest == validated.digest:
+            return validated
         return None
 
     def _trace_redactor(self) -> Redactor:

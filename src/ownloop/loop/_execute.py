@@ -26,7 +26,6 @@ from ownloop.contracts import (
     WriteIntent,
 )
 from ownloop.exceptions import TransientToolError
-from ownloop.identity import DIGEST_VERSION
 from ownloop.loop._delegate import caller_run, journals_write, settle_delegation
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
@@ -142,16 +141,11 @@ def execute(
                 recorded_at=config.clock.now(),
                 provider_call_id=validated.call.id,
                 arguments=validated.encoded,
-                digest_version=_version_of(state, key),
+                digest_version=validated.digest_version,
                 approval=state.admitted_by.get(key),
             )
         )
     return (yield from attempts(config, state, validated, key))
-
-
-def _version_of(state: RunState, key: str) -> int:
-    identity = state.identities.get(key)
-    return identity.digest_version if identity is not None else DIGEST_VERSION
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,14 @@ from pydantic_core import PydanticUndefined
 
 from ownloop.contracts import TOOL_NAME_PATTERN, Effect, JsonValue, Receipt, ToolCall, ToolSpec
 from ownloop.exceptions import ConfigurationError
-from ownloop.identity import call_digest, canonical_text, decode, encode, unsupported_type
+from ownloop.identity import (
+    DIGEST_VERSION,
+    call_digest,
+    canonical_text,
+    decode,
+    encode,
+    unsupported_type,
+)
 from ownloop.tools._arguments import (
     DEFAULT_MAX_ARGUMENT_BYTES,
     ArgumentProblem,
@@ -66,6 +73,8 @@ class ValidatedCall:
             ``encoded``; for a restored call, the journaled digest.
         encoded: The arguments in the canonical encoding of `ownloop.identity` (secrets by
             their real value): what a call's identity is computed from and journaled as.
+        digest_version: The encoding ``digest`` was taken under: `DIGEST_VERSION`, or ``0`` for
+            a call recorded by a release before the canonical encoding (its legacy digest).
     """
 
     call: ToolCall
@@ -74,6 +83,7 @@ class ValidatedCall:
     canonical: dict[str, JsonValue]
     digest: str
     encoded: dict[str, Any]
+    digest_version: int = DIGEST_VERSION
 
     @property
     def legacy_digest(self) -> str:
