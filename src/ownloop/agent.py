@@ -64,7 +64,7 @@ from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
-from ownloop.store import RunStore
+from ownloop.store import RunStore, takes_changes
 from ownloop.streaming import RunStream
 from ownloop.tools import RunContext, ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
@@ -210,6 +210,7 @@ class Agent(Generic[DepsT, OutputT]):
             on_denied=on_denied,
             on_approval_denied=on_approval_denied,
             durable=store is not None,
+            checkpoint_changes=takes_changes(store),
             context=context,
             has_summarizer=summarizer is not None,
             prices=prices,

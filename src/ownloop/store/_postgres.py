@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ownloop.contracts import (
     Approval,
@@ -93,6 +93,9 @@ class PostgresRunStore(PostgresOperations):
         ConfigurationError: If psycopg is not installed (``pip install 'ownloop[postgres]'``),
             the DSN cannot be parsed, or ``schema`` is not a lowercase SQL identifier.
     """
+
+    saves_changes: ClassVar[bool] = True
+    """A checkpoint may carry only its new items (`ChangeStore`): they are appended."""
 
     def __init__(
         self,
@@ -237,15 +240,20 @@ class PostgresRunStore(PostgresOperations):
             return await cursor.fetchall()
 
     async def save(
-        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+        self,
+        snapshot: RunSnapshot,
+        *,
+        expected_version: int | None,
+        lease: Lease | None = None,
+        kept: Mapping[str, int] | None = None,
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+        """Store a snapshot if the stored version is still ``expected_version`` (see `ChangeStore`).
 
         Only the items added since the version this instance last wrote or read are sent, in
         the statement of the compare-and-set (see the storage layout in ``_layout.py``).
         """
         run_id = snapshot.run_id
-        plan = plan_save(snapshot, self._known.parts_at(run_id, expected_version))
+        plan = plan_save(snapshot, self._known.parts_at(run_id, expected_version), kept)
         params: dict[str, Any] = {
             **plan.row._asdict(),
             "layout": plan.layout,

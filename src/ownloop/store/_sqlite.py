@@ -19,10 +19,10 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
@@ -88,6 +88,9 @@ class SqliteRunStore(SqliteOperations):
         StoreError: If the file cannot be opened or its tables created.
         SchemaVersionError: If the file was laid out by a newer ownloop.
     """
+
+    saves_changes: ClassVar[bool] = True
+    """A checkpoint may carry only its new items (`ChangeStore`): they are appended."""
 
     def __init__(
         self,
@@ -184,9 +187,14 @@ class SqliteRunStore(SqliteOperations):
                 self._db.execute(statement)
 
     async def save(
-        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+        self,
+        snapshot: RunSnapshot,
+        *,
+        expected_version: int | None,
+        lease: Lease | None = None,
+        kept: Mapping[str, int] | None = None,
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+        """Store a snapshot if the stored version is still ``expected_version`` (see `ChangeStore`).
 
         Only the items added since the version this instance last wrote or read are written, in
         the transaction of the compare-and-set (see the storage layout in ``_layout.py``).
@@ -194,7 +202,7 @@ class SqliteRunStore(SqliteOperations):
         run_id = snapshot.run_id
         with self._lock:  # `KnownRuns` is shared by the threads using this store
             known = self._known.parts_at(run_id, expected_version)
-        plan = plan_save(snapshot, known)
+        plan = plan_save(snapshot, known, kept)
         row = plan.row
         values = (row.state, row.status, row.stop_reason, iso(row.updated_at), row.snapshot)
         held = self._held(lease)
