@@ -17,7 +17,16 @@ from typing import Any
 import pytest
 
 from ownloop import Agent, Approval, ContextPolicy, Limits, RunStatus
-from ownloop.contracts import ContextCompacted, Lease, RunSnapshot, UserMessage
+from ownloop.contracts import (
+    ContextCompacted,
+    Lease,
+    ModelRequested,
+    Receipt,
+    RunResult,
+    RunSnapshot,
+    StopReason,
+    UserMessage,
+)
 from ownloop.policy import allow_writes
 from ownloop.store import (
     MemoryRunStore,
@@ -28,7 +37,7 @@ from ownloop.store import (
 )
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import ToolRegistry
-from tests.durable_support import fresh_schema, postgres_dsn
+from tests.durable_support import T0, VERSIONS, fresh_schema, postgres_dsn, snapshot
 
 
 class Recording:
@@ -139,10 +148,11 @@ def test_checkpoints_after_the_first_carry_only_new_items_and_load_whole(
     assert _seqs(first)[0] == 1
     assert later
     assert all(kept is not None for _, kept in later)
-    for snapshot, kept in later:  # each continues exactly where the stored items end
-        assert all(event.seq == kept["trace"] + 1 + n for n, event in enumerate(snapshot.trace))
-        assert len(snapshot.trace) < len(result.trace)
-    receipts = [len(snapshot.receipts) for snapshot, _ in later]
+    for saved, kept in later:  # each continues exactly where the stored items end
+        seqs = _seqs(saved)
+        assert seqs == list(range(kept["trace"] + 1, kept["trace"] + 1 + len(seqs)))
+        assert len(saved.trace) < len(result.trace)
+    receipts = [len(saved.receipts) for saved, _ in later]
     assert sum(receipts) + len(first.receipts) == len(result.receipts) == 4
     for store in (recording.store, opener()):  # this instance and another process's
         stored = loop.run_until_complete(store.get("run"))
@@ -239,11 +249,10 @@ def test_which_stores_take_changes(tmp_path: Path) -> None:
     nothing.save = None  # type: ignore[method-assign,assignment]
     assert not takes_changes(nothing)
     assert not takes_changes(object())
+    assert not takes_changes(type("NoSave", (), {"saves_changes": True})())
 
 
-def test_a_long_run_holds_a_bounded_trace_and_the_store_holds_it_all(
-    opener: Any, loop: asyncio.AbstractEventLoop
-) -> None:
+def test_a_long_run_holds_a_bounded_trace_and_the_store_holds_it_all(tmp_path: Path) -> None:
     """Past 2,000 events a run holds only its latest; its result ends the whole stored trace."""
     steps = 420  # about six events a step: past 2,000 events
     script = [tool_call("lookup", f"r{n}", key=f"k{n}") for n in range(steps)] + [final("done")]
@@ -251,7 +260,7 @@ def test_a_long_run_holds_a_bounded_trace_and_the_store_holds_it_all(
         ScriptedModel(script),
         _registry(),
         policy=allow_writes("record"),
-        store=opener(),
+        store=SqliteRunStore(tmp_path / "runs.db"),
         context=ContextPolicy(max_request_tokens=1_000),
         limits=Limits(
             max_steps=steps + 1,
@@ -260,9 +269,14 @@ def test_a_long_run_holds_a_bounded_trace_and_the_store_holds_it_all(
             max_model_attempts=steps + 1,
         ),
     )
-    result = loop.run_until_complete(agent.run("go", run_id="long"))
+    result = agent.run_sync("go", run_id="long")
     assert result.status is RunStatus.COMPLETED
-    stored = loop.run_until_complete(opener().get("long"))
+
+    async def load() -> Any:
+        async with SqliteRunStore(tmp_path / "runs.db") as other:  # another process's view
+            return await other.get("long")
+
+    stored = asyncio.run(load())
     assert stored is not None
     whole = stored.snapshot.trace
     assert [event.seq for event in whole] == list(range(1, len(whole) + 1))
@@ -282,3 +296,72 @@ def test_a_long_run_holds_a_bounded_trace_and_the_store_holds_it_all(
     assert placeholders
     total = sum(event.dropped_turns for event in compactions)
     assert placeholders[-1].startswith(f"[Context compacted by the runtime: {total} earlier")
+
+
+def _event(seq: int) -> Any:
+    return ModelRequested(
+        run_id="r", seq=seq, at=T0, step=1, attempt=1, messages=0, request_chars=0, tools=0
+    )
+
+
+def _receipt(n: int) -> Receipt:
+    return Receipt(call_id=f"c{n}", tool="t", status="ok", effect="none")
+
+
+@pytest.mark.parametrize(
+    ("result_seqs", "result_receipts", "loaded_seqs", "loaded_receipts"),
+    [
+        ((2, 3, 4, 5), 2, (1, 2, 3, 4, 5), 2),  # the run's latest events: shared, loads whole
+        ((5,), 2, (1, 2, 3, 4, 5), 2),  # fewer than the new items, ending with them: shared
+        ((1, 2, 3, 4, 5), 0, (1, 2, 3, 4, 5), 0),  # no receipts in the result: its own ()
+        ((3, 5), 1, (3, 5), 1),  # not the run's end: kept as the result's own
+        ((1, 2, 3, 4, 4, 5), 2, (1, 2, 3, 4, 4, 5), 2),  # longer than the whole part: its own
+        ((1, 2, 3, 4, 9), 2, (1, 2, 3, 4, 9), 2),  # ends elsewhere: its own
+    ],
+)
+def test_a_finished_run_given_new_items_alone_shares_its_results_tail(
+    tmp_path: Path,
+    result_seqs: tuple[int, ...],
+    result_receipts: int,
+    loaded_seqs: tuple[int, ...],
+    loaded_receipts: int,
+) -> None:
+    """A result ending with the new items is stored once and loads whole; any other is its own."""
+
+    async def scenario() -> tuple[RunSnapshot, RunSnapshot]:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            first = snapshot("run").model_copy(
+                update={"trace": tuple(map(_event, (1, 2, 3))), "receipts": (_receipt(1),)}
+            )
+            version = await store.save(first, expected_version=None)
+            result = RunResult(
+                run_id="run",
+                status=RunStatus.COMPLETED,
+                stop_reason=StopReason.FINAL_OUTPUT,
+                versions=VERSIONS,
+                trace=tuple(map(_event, result_seqs)),
+                receipts=tuple(map(_receipt, range(1, result_receipts + 1))),
+            )
+            last = first.model_copy(
+                update={
+                    "state": "finished",
+                    "trace": tuple(map(_event, (4, 5))),
+                    "receipts": (_receipt(2),),
+                    "result": result,
+                }
+            )
+            kept = {"trace": 3, "receipts": 1, "evidence": 0}
+            await store.save(last, expected_version=version, kept=kept)
+            mine = await store.get("run")
+        async with SqliteRunStore(tmp_path / "runs.db") as other:
+            theirs = await other.get("run")
+        assert mine is not None
+        assert theirs is not None
+        return mine.snapshot, theirs.snapshot
+
+    for loaded in asyncio.run(scenario()):
+        assert _seqs(loaded) == [1, 2, 3, 4, 5]
+        assert [receipt.call_id for receipt in loaded.receipts] == ["c1", "c2"]
+        assert loaded.result is not None
+        assert tuple(event.seq for event in loaded.result.trace) == loaded_seqs
+        assert len(loaded.result.receipts) == loaded_receipts

@@ -108,12 +108,12 @@ def changed_counts(state: RunState) -> dict[str, int]:
 
 
 def _trace_after(state: RunState, count: int) -> tuple[TraceEvent, ...]:
-    """The run's trace events after its first ``count`` (without building the whole trace)."""
-    held = count - state.trace_forgotten  # never negative: only saved events are forgotten
-    prior = len(state.prior_trace)
-    if held >= prior:
-        return state.trace.since(held - prior)
-    return state.prior_trace[held:] + state.trace.events
+    """The run's trace events after its first ``count`` (without building the whole trace).
+
+    ``count`` is a checkpoint's, and every checkpoint holds the whole prior trace (a resumed
+    run's first is whole), so the events after it are all the recorder's.
+    """
+    return state.trace.since(count - state.trace_forgotten - len(state.prior_trace))
 
 
 def forget_saved_trace(state: RunState, held: int) -> None:
@@ -132,9 +132,9 @@ def forget_saved_trace(state: RunState, held: int) -> None:
     if total <= 2 * held:
         return
     drop = total - held
-    if prior:
-        state.prior_trace = ()
-    state.trace.forget(drop - prior)
+    from_prior = min(drop, prior)  # a resumed run's earlier events go first
+    state.prior_trace = state.prior_trace[from_prior:]
+    state.trace.forget(drop - from_prior)
     state.trace_forgotten += drop
 
 
