@@ -365,3 +365,14 @@ def test_a_finished_run_given_new_items_alone_shares_its_results_tail(
         assert loaded.result is not None
         assert tuple(event.seq for event in loaded.result.trace) == loaded_seqs
         assert len(loaded.result.receipts) == loaded_receipts
+
+
+def test_other_drivers_get_a_configuration_of_whole_checkpoints(tmp_path: Path) -> None:
+    """`Agent.loop_config` (for drivers other than the built-in one) asks for whole snapshots."""
+    store = SqliteRunStore(tmp_path / "runs.db")
+    try:
+        agent = _agent(store, ["a"])
+        assert agent.loop_config.durable
+        assert not agent.loop_config.checkpoint_changes
+    finally:
+        asyncio.run(store.close())

@@ -337,8 +337,12 @@ class Agent(Generic[DepsT, OutputT]):
 
     @property
     def loop_config(self) -> LoopConfig:
-        """The configuration the loop core runs with (for drivers other than the built-in one)."""
-        return self._config
+        """The configuration the loop core runs with (for drivers other than the built-in one).
+
+        Its checkpoints are whole snapshots: only the built-in driver hands a store a
+        checkpoint's changes alone (``checkpoint_changes``).
+        """
+        return dataclasses.replace(self._config, checkpoint_changes=False)
 
     @property
     def driver(self) -> Driver:

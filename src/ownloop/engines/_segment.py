@@ -121,9 +121,7 @@ async def run_segment(
         The segment's `summary`.
     """
     clock = driver.clock
-    config = dataclasses.replace(  # an engine's step compares whole snapshots: no partial ones
-        agent.loop_config, clock=clock, durable=True, checkpoint_changes=False
-    )
+    config = dataclasses.replace(agent.loop_config, clock=clock, durable=True)
     if start.get("kind") == "start":
         await driver.step("begin", nothing)
         actor = start.get("actor")
