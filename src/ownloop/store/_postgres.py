@@ -32,7 +32,13 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
+from ownloop.store._listing import (
+    RUN_FIELD,
+    Listing,
+    listing_indexes,
+    listing_query,
+    summary_of,
+)
 from ownloop.store._port import StoredRun
 from ownloop.store._postgres_operations import PostgresOperations
 from ownloop.store._postgres_sql import (
@@ -208,9 +214,10 @@ class PostgresRunStore(PostgresOperations):
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
         )
         present = {name for (name,) in await cursor.fetchall()}
-        if not {name for name, _ in POSTGRES_INDEXES} <= present:
+        indexes = listing_indexes("postgres", "{s}.runs")
+        if not {name for name, _ in indexes} <= present:
             await connection.execute(self._sql(RUN_FIELD))
-        for name, statement in POSTGRES_INDEXES:
+        for name, statement in indexes:
             if name not in present:
                 await connection.execute(self._sql(statement))
 

@@ -36,7 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import SQLITE_INDEXES, Listing, listing_query, summary_of
+from ownloop.store._listing import Listing, listing_indexes, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import (
@@ -183,7 +183,7 @@ class SqliteRunStore(SqliteOperations):
                 self._db.execute(
                     "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
-            for _, statement in SQLITE_INDEXES:  # no table changes: no schema version
+            for _, statement in listing_indexes("sqlite", "runs"):  # no table change: no version
                 self._db.execute(statement)
 
     async def save(
