@@ -69,6 +69,7 @@ def snapshot_of(
         versions=config.versions,
         result=result,
         saved_at=config.clock.now(),
+        conversation=state.conversation,
     )
     if kept is None:
         trace = state.prior_trace + state.trace.events  # no copy when nothing came before
@@ -191,4 +192,5 @@ def restore_state(
         prior_trace=snapshot.trace,
         journal={entry.intent.call_id: entry for entry in journal},
         compacted_turns=compacted,
+        conversation=snapshot.conversation,
     )

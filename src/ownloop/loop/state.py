@@ -12,6 +12,7 @@ from ownloop.contracts import (
     Approval,
     ApprovalRequest,
     CallIdentity,
+    Conversation,
     Evidence,
     JournalEntry,
     Message,
@@ -81,6 +82,7 @@ class RunState:
             in the store): the trace held is ``prior_trace`` then the recorder's events, after
             those.
         compacted_turns: Turns removed by context compaction over the whole run.
+        conversation: Where the earlier turns the run continues came from, if any.
     """
 
     run_id: str
@@ -116,6 +118,7 @@ class RunState:
     evidence_rewritten: bool = False
     trace_forgotten: int = 0
     compacted_turns: int = 0
+    conversation: Conversation | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
@@ -210,7 +213,7 @@ class RunState:
         """
         for item_id, title in shown_evidence(rule or EvidenceRule(), data, shown):
             known = self.evidence.get(item_id)
-            if known is None:
+            if known is None or known.from_run is not None:  # seen again: now this run's
                 self.evidence[item_id] = Evidence(
                     id=item_id, tool=tool, call_ids=(call_id,), title=title
                 )
