@@ -10,7 +10,8 @@ through `Agent.run` to ``--steps`` turns. It reports:
 - the bytes stored: the run's rows (state record, item rows, journal) after it ends, per run and
   per step, and the SQLite file's size;
 - the process's peak resident memory when the run passes steps 1,000, 5,000 and 10,000 (what
-  still grows is the run's trace and receipts, which the run keeps; the conversation sent to the
+  still grows is the run's receipts and evidence — with a SQL store the run holds only its latest
+  trace events (``trace_events``: how many its result holds); the conversation sent to the
   model stays bounded by the context policy).
 
 Run:

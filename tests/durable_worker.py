@@ -210,10 +210,14 @@ class PausingStore:
             _halt(self._job, point)
 
     async def save(
-        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+        self, snapshot: RunSnapshot, *, expected_version: int | None, **options: Any
     ) -> int:
-        """Save, then halt if this is the kill point's save (``save:N`` counts from 1)."""
-        version = await self._store.save(snapshot, expected_version=expected_version, lease=lease)
+        """Save, then halt if this is the kill point's save (``save:N`` counts from 1).
+
+        The options (the lease, and ``kept`` for a store that takes a checkpoint's changes
+        alone) are forwarded, so the crashes are those of the path a plain store takes.
+        """
+        version = await self._store.save(snapshot, expected_version=expected_version, **options)
         self._saves += 1
         self._after(f"save:{self._saves}")
         return version

@@ -776,6 +776,13 @@ def test_pages_follow_one_another_newest_first_ties_by_run_id(store: RunStore, r
     assert _pages(store, run, 1000) == [["e", "g", "d", "c", "b", "a", "f"]]
 
 
+def test_pages_follow_runs_whose_ids_hold_the_cursor_separator(store: RunStore, run: Run) -> None:
+    """A run id may hold ``|``: the cursor's time is what comes before its first one."""
+    for run_id in ("a|1", "a|2", "b||3"):
+        run(store.save(_listed(run_id, 1), expected_version=None))
+    assert _pages(store, run, 1) == [["b||3"], ["a|2"], ["a|1"]]
+
+
 def test_listings_filter_by_agent_actor_and_time(store: RunStore, run: Run) -> None:
     """Agent, actor and save-time filters combine with each other and with pages."""
     for n in range(6):
@@ -795,9 +802,18 @@ def test_listings_filter_by_agent_actor_and_time(store: RunStore, run: Run) -> N
     assert (anonymous.actor, anonymous.agent) == (None, None)
 
 
-@pytest.mark.parametrize("cursor", ["nonsense", "2026-01-01T00:00:00|", "2026-01-01T00:00:00|x"])
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        "nonsense",
+        "2026-01-01T00:00:00|",
+        "2026-01-01T00:00:00|x",
+        "2026-01-01T00:00:00+00:00|",
+        "not a time|x",
+    ],
+)
 def test_a_listing_refuses_what_is_not_a_cursor(store: RunStore, run: Run, cursor: str) -> None:
-    """A cursor without a time, a run id, or a time zone is refused."""
+    """A cursor without a valid time, a run id, or a time zone is refused."""
     with pytest.raises(ConfigurationError, match="is not a listing cursor"):
         run(store.list_runs(after=cursor))
 

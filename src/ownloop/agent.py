@@ -75,7 +75,7 @@ from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
-from ownloop.store import RunStore
+from ownloop.store import RunStore, takes_changes
 from ownloop.streaming import RunStream
 from ownloop.tools import RegisteredTool, RunContext, ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
@@ -221,6 +221,7 @@ class Agent(Generic[DepsT, OutputT]):
             on_denied=on_denied,
             on_approval_denied=on_approval_denied,
             durable=store is not None,
+            checkpoint_changes=takes_changes(store),
             context=context,
             has_summarizer=summarizer is not None,
             prices=prices,
@@ -430,8 +431,12 @@ class Agent(Generic[DepsT, OutputT]):
 
     @property
     def loop_config(self) -> LoopConfig:
-        """The configuration the loop core runs with (for drivers other than the built-in one)."""
-        return self._config
+        """The configuration the loop core runs with (for drivers other than the built-in one).
+
+        Its checkpoints are whole snapshots: only the built-in driver hands a store a
+        checkpoint's changes alone (``checkpoint_changes``).
+        """
+        return dataclasses.replace(self._config, checkpoint_changes=False)
 
     @property
     def driver(self) -> Driver:

@@ -12,7 +12,7 @@ import contextlib
 import inspect
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from ownloop._text import safe_str
 from ownloop.budgets import send_budget
@@ -50,7 +50,7 @@ from ownloop.loop import (
     run_deadline,
 )
 from ownloop.models import AgentModel
-from ownloop.store import RunStore
+from ownloop.store import ChangeStore, RunStore
 from ownloop.tools import call_in_thread, write_settled
 
 __all__ = ["Approver", "Driver", "RevisionSource", "RunSession"]
@@ -126,9 +126,15 @@ class RunSession:
                 self.lease = await self.store.renew_lease(lease, self.ttl_s)
                 self._renewed_at = time.monotonic()
         elif isinstance(effect, Persist):
-            self.version = await self.store.save(
-                effect.snapshot, expected_version=self.version, lease=lease
-            )
+            if effect.kept is not None:
+                saver = cast("ChangeStore", self.store)  # the agent checked `saves_changes`
+                self.version = await saver.save(
+                    effect.snapshot, expected_version=self.version, lease=lease, kept=effect.kept
+                )
+            else:
+                self.version = await self.store.save(
+                    effect.snapshot, expected_version=self.version, lease=lease
+                )
         elif isinstance(effect, RecordIntent):
             await self.store.record_intent(effect.intent, lease=lease)
         else:

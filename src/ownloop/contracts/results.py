@@ -101,7 +101,8 @@ class RunResult(Record, Generic[OutputT]):
         usage: The counters.
         limits: The budgets the run had.
         messages: The whole conversation.
-        trace: Every event, in order.
+        trace: Every event, in order; with a SQL store a run past 2,000 events holds only its
+            latest 1,000-2,000 here (the store holds them all).
         evidence: What tools returned that an answer may cite.
         receipts: The receipt of every tool execution.
         pending: Writes whose effect is unknown.

@@ -170,11 +170,7 @@ def _compact(
     config: LoopConfig, state: RunState, plan: Compaction
 ) -> Generator[Effect, Outcome, None]:
     summary = yield from _summary(config, state, plan) if config.has_summarizer else _none()
-    earlier = sum(
-        event.dropped_turns
-        for event in (*state.prior_trace, *state.trace.events)
-        if isinstance(event, ContextCompacted)
-    )
+    earlier = state.compacted_turns  # a count: the trace held in memory may be a tail
     text = (
         f"[Context compacted by the runtime: {earlier + plan.dropped_turns} earlier turn(s) in "
         f"all ({plan.dropped_turns} now, {len(plan.dropped)} message(s)) were removed to keep "
@@ -193,6 +189,7 @@ def _compact(
         return  # the placeholder would outweigh what it replaces: keep the conversation
     state.messages = messages
     state.count(compactions=1)
+    state.compacted_turns += plan.dropped_turns
     state.trace.emit(
         ContextCompacted,
         before_tokens=plan.before_tokens,

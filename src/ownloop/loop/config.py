@@ -38,6 +38,8 @@ class LoopConfig:
         on_denied: ``fail`` ends the run on a denied call; ``observe`` tells the model instead.
         on_approval_denied: The same choice for a denied approval.
         durable: Whether a store checkpoints the run and journals its writes.
+        checkpoint_changes: Whether each checkpoint after the first carries only the trace,
+            receipts and evidence added since the last (the store keeps the rest).
         context: When and how to compact the conversation, if at all.
         has_summarizer: Whether compaction asks a summarizer model (else it leaves a placeholder).
         prices: Token prices, for the run's cost and ``max_cost``.
@@ -59,6 +61,7 @@ class LoopConfig:
     on_denied: Literal["fail", "observe"] = "fail"
     on_approval_denied: Literal["fail", "observe"] = "fail"
     durable: bool = False
+    checkpoint_changes: bool = False
     context: ContextPolicy | None = None
     has_summarizer: bool = False
     prices: PriceTable | None = None

@@ -37,6 +37,7 @@ from ownloop.contracts import (
     StopReason,
     TokenUsage,
 )
+from ownloop.contracts.durable import SnapshotState
 from ownloop.exceptions import ProviderError, SendRefused, UnexpectedModelCall
 from ownloop.loop._context import StepBudget, charge, prepare_context
 from ownloop.loop._deadline import set_run_deadline
@@ -47,7 +48,7 @@ from ownloop.loop._output import InvalidOutput
 from ownloop.loop._output_turn import answer_in_calls, output_request, reject_output
 from ownloop.loop._parallel import run_group
 from ownloop.loop._revision import completion_context
-from ownloop.loop._snapshot import snapshot_of
+from ownloop.loop._snapshot import changed_counts, forget_saved_trace, snapshot_of
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import CallModel, Effect, Failure, Outcome, Persist, Sleep
 from ownloop.loop.state import RunState
@@ -57,6 +58,10 @@ from ownloop.retry import GiveUp, is_transient_model_error, retry_after_hint
 from ownloop.validators import Reject
 
 __all__ = ["LoopGenerator", "run_loop"]
+
+TRACE_HELD = 1000
+"""With a store that takes a checkpoint's changes alone, a run holds its last 1,000 to 2,000 trace
+events in memory (and in its result); the store holds the whole trace."""
 
 LoopGenerator = Generator[Effect, Outcome, RunResult[Any]]
 """The core's type: yields effects, receives outcomes, returns the result."""
@@ -98,14 +103,34 @@ def run_loop(config: LoopConfig, state: RunState) -> LoopGenerator:
         result = _finish(config, state, ended)
     if config.durable:
         paused = result.status is RunStatus.PAUSED
-        yield Persist(snapshot_of(config, state, "paused" if paused else "finished", result))
+        yield _persist(config, state, "paused" if paused else "finished", result)
     return result
 
 
 def _checkpoint(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:
     """Save the run as it stands, when a store is configured."""
     if config.durable:
-        yield Persist(snapshot_of(config, state, "running"))
+        yield _persist(config, state, "running")
+
+
+def _persist(
+    config: LoopConfig, state: RunState, kind: SnapshotState, result: RunResult | None = None
+) -> Persist:
+    """The checkpoint effect: the whole run, or only what changed since the last checkpoint.
+
+    A failed save ends the run (the driver raises), so the counts of this checkpoint are what
+    the store holds whenever the next one is built.
+    """
+    if not config.checkpoint_changes:
+        return Persist(snapshot_of(config, state, kind, result))
+    kept = state.saved_counts
+    if kept is not None and state.evidence_rewritten:
+        kept = {**kept, "evidence": 0}
+    snapshot = snapshot_of(config, state, kind, result, kept=kept)
+    state.saved_counts = changed_counts(state)
+    state.evidence_rewritten = False
+    forget_saved_trace(state, TRACE_HELD)  # the store keeps them: memory stays bounded
+    return Persist(snapshot, kept)
 
 
 def _run_queue(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome, None]:

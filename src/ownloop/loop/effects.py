@@ -7,6 +7,7 @@ the outcome back. Tests can drive the core by hand the same way.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -150,9 +151,13 @@ class Persist:
 
     Attributes:
         snapshot: The run as it stands.
+        kept: When set, the snapshot's trace, receipts and evidence hold only the items after the
+            first ``kept[part]`` of the version the save expects, which the store keeps (a store
+            that ``saves_changes``); ``None``: the snapshot is whole.
     """
 
     snapshot: RunSnapshot
+    kept: Mapping[str, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -75,6 +75,13 @@ class RunState:
             was first validated (checkpointed; dropped once the call is answered).
         admitted_by: The decision that admitted each call in progress, by journal key
             (journaled with a write's intent).
+        saved_counts: How many trace events, receipts and evidence items the last checkpoint
+            held, when checkpoints carry only what changed (``None`` before the first).
+        evidence_rewritten: Whether a known evidence item changed since the last checkpoint.
+        trace_forgotten: How many of the run's first trace events are no longer held (they are
+            in the store): the trace held is ``prior_trace`` then the recorder's events, after
+            those.
+        compacted_turns: Turns removed by context compaction over the whole run.
         conversation: Where the earlier turns the run continues came from, if any.
     """
 
@@ -107,6 +114,10 @@ class RunState:
     taken_over_from: str | None = None
     identities: dict[str, CallIdentity] = field(default_factory=dict)
     admitted_by: dict[str, Approval] = field(default_factory=dict)
+    saved_counts: dict[str, int] | None = None
+    evidence_rewritten: bool = False
+    trace_forgotten: int = 0
+    compacted_turns: int = 0
     conversation: Conversation | None = None
 
     def count(self, **increments: float) -> None:
@@ -210,6 +221,7 @@ class RunState:
                 self.evidence[item_id] = known.model_copy(
                     update={"call_ids": (*known.call_ids, call_id)}
                 )
+                self.evidence_rewritten = True
 
 
 JOURNAL_KEY_PREFIX = "call#"

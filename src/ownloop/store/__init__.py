@@ -8,13 +8,14 @@ Importing this package never needs psycopg: `PostgresRunStore` imports it when i
 from ownloop.contracts import RunStats
 from ownloop.store._listing import run_cursor
 from ownloop.store._memory import MemoryRunStore, check_schema, summarize
-from ownloop.store._port import RunStore, StoredRun
+from ownloop.store._port import ChangeStore, RunStore, StoredRun, takes_changes
 from ownloop.store._postgres import PostgresRunStore
 from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
 from ownloop.store._threads import ThreadStore
 
 __all__ = [
+    "ChangeStore",
     "MemoryRunStore",
     "PostgresRunStore",
     "PruneReport",
@@ -27,4 +28,5 @@ __all__ = [
     "check_schema",
     "run_cursor",
     "summarize",
+    "takes_changes",
 ]

@@ -19,8 +19,15 @@ A part is compared item by item from the start, by identity first (the loop core
 objects to every snapshot), so a rewritten prefix — context compaction replacing messages — is
 found and rewritten from the first item that differs.
 
+A save may also be handed a checkpoint's changes alone (``kept``, see `ChangeStore.save`): then a
+part's items are the ones after the first ``kept[part]`` stored, written at those positions with
+no comparison at all, so neither the loop core nor the store walks the run's earlier items; such a
+part is not remembered as known whole.
+
 The final snapshot's result repeats the run's parts (its trace, messages, ...): a part equal to the
-snapshot's own is stored once and named in `Layout.result_shares`.
+snapshot's own is stored once and named in `Layout.result_shares` (given new items alone, a result
+part that ends with them — a run holding only its latest trace events — is shared too, and the
+stored result then holds the whole part).
 
 Rows whose layout is ``NULL`` were written by store schema 2 or older: their state record is the
 whole snapshot. They load as they are and move to this layout at their next save. No I/O here.
@@ -89,7 +96,9 @@ class SavePlan:
         layout: The `Layout` as JSON.
         puts: Item rows to insert or overwrite: ``(part, position, item JSON)``.
         cuts: Item rows to delete: ``(part, first position deleted)`` — every later one too.
-        parts: The parts as saved, to remember once the save commits.
+        parts: The parts saved whole, to remember once the save commits (a part of which only
+            the new items were given is not known whole: the next save writes it whole unless
+            it is given new items alone again).
     """
 
     row: SnapshotRow
@@ -161,13 +170,20 @@ def first_change(before: Sequence[object], after: Sequence[object]) -> int:
     return min(len(before), len(after))
 
 
-def plan_save(snapshot: RunSnapshot, known: Mapping[Part, Items] | None) -> SavePlan:
+def plan_save(
+    snapshot: RunSnapshot,
+    known: Mapping[Part, Items] | None,
+    kept: Mapping[str, int] | None = None,
+) -> SavePlan:
     """Split a snapshot into its state record and the item rows a save must write.
 
     Args:
         snapshot: The snapshot to save.
-        known: The parts stored at the version the save expects, if this store knows them;
-            ``None`` writes every item (and deletes any other row of the run).
+        known: The parts stored at the version the save expects, as far as this store knows them
+            (a part it does not know is written whole, and any other row of it deleted);
+            ``None`` writes every item.
+        kept: The parts the snapshot holds only the new items of: ``kept[part]`` items before
+            them are stored already and stay (see `ChangeStore.save`).
 
     Returns:
         The plan.
@@ -176,25 +192,53 @@ def plan_save(snapshot: RunSnapshot, known: Mapping[Part, Items] | None) -> Save
         SchemaVersionError: If the snapshot's schema version is unknown.
     """
     parts: dict[Part, Items] = {part: tuple(getattr(snapshot, part)) for part in PARTS}
+    offsets: dict[Part, int] = {part: (kept or {}).get(part, 0) for part in PARTS}
     result, shares = snapshot.result, cast("tuple[Part, ...]", ())
     if result is not None:
-        shares = tuple(part for part in PARTS if tuple(getattr(result, part)) == parts[part])
+        shares = tuple(
+            part for part in PARTS if _shared(getattr(result, part), parts[part], offsets[part])
+        )
         result = result.model_copy(update=dict.fromkeys(shares, ()))
     state = snapshot.model_copy(update={**dict.fromkeys(PARTS, ()), "result": result})
     puts: list[tuple[str, int, str]] = []
     cuts: list[tuple[str, int]] = []
+    whole: dict[Part, Items] = {}
     for part, items in parts.items():
-        before = known.get(part, ()) if known is not None else None
-        start = 0 if before is None else first_change(before, items)
+        offset = offsets[part]
+        if kept is not None and part in kept:  # only the new items: append them after the kept
+            start = 0
+            cuts.append((part, offset + len(items)))
+        else:
+            whole[part] = items
+            before = known.get(part) if known is not None else None
+            start = 0 if before is None else first_change(before, items)
+            if before is None or len(before) > len(items):
+                cuts.append((part, len(items)))
         puts.extend(
-            (part, index, items[index].model_dump_json()) for index in range(start, len(items))
+            (part, offset + index, items[index].model_dump_json())
+            for index in range(start, len(items))
         )
-        if before is None or len(before) > len(items):
-            cuts.append((part, len(items)))
     layout = Layout(
-        counts={part: len(items) for part, items in parts.items()}, result_shares=shares
+        counts={part: offsets[part] + len(items) for part, items in parts.items()},
+        result_shares=shares,
     )
-    return SavePlan(snapshot_row(state), layout.model_dump_json(), puts, cuts, parts)
+    return SavePlan(snapshot_row(state), layout.model_dump_json(), puts, cuts, whole)
+
+
+def _shared(in_result: Sequence[object], items: Items, offset: int) -> bool:
+    """Whether the result's part is the snapshot's part, or (given new items alone) its end.
+
+    With ``offset`` items kept, the result of a run that holds only its latest trace events holds
+    a tail of the whole part: it is shared when it ends with the snapshot's new items (and holds
+    no more than the whole part), and the stored result then holds the whole part.
+    """
+    if not offset:
+        return tuple(in_result) == items
+    if not in_result or len(in_result) > offset + len(items):
+        return False
+    if len(in_result) >= len(items):
+        return tuple(in_result[len(in_result) - len(items) :]) == items
+    return tuple(in_result) == items[len(items) - len(in_result) :]
 
 
 def rebuild(

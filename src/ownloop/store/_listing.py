@@ -21,11 +21,10 @@ from ownloop.contracts import RunSummary
 from ownloop.exceptions import ConfigurationError
 
 __all__ = [
-    "POSTGRES_INDEXES",
     "RUN_FIELD",
-    "SQLITE_INDEXES",
     "Listing",
     "after_cursor",
+    "listing_indexes",
     "listing_query",
     "run_cursor",
     "summary_of",
@@ -56,7 +55,13 @@ _KEYS = {
 }
 
 
-def _indexes(dialect: str, table: str) -> tuple[tuple[str, str], ...]:
+def listing_indexes(dialect: str, table: str) -> tuple[tuple[str, str], ...]:
+    """Return the listing indexes of a store: ``(name, statement)``, built where a store opens.
+
+    Args:
+        dialect: ``"sqlite"`` or ``"postgres"``.
+        table: The runs table, as the engine names it (``{s}.runs``: ``{s}`` is the schema).
+    """
     keyed = {
         **_KEYS,
         "runs_by_actor_recency": f"{ACTOR[dialect]}, ",
@@ -84,11 +89,6 @@ r"""PostgreSQL's reading of a field of a stored record, for its listing indexes.
 ``json`` operators refuse a document holding a NUL escape (``\u0000``, which a task may hold),
 and an index expression that fails would fail the save: this one reads around it.
 """
-
-SQLITE_INDEXES = _indexes("sqlite", "runs")
-"""The listing indexes of a SQLite store: ``(name, statement)``."""
-POSTGRES_INDEXES = _indexes("postgres", "{s}.runs")
-"""The listing indexes of a PostgreSQL store (``{s}`` is its schema)."""
 
 
 def run_cursor(summary: RunSummary) -> str:

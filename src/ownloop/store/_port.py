@@ -27,6 +27,8 @@ Every implementation keeps the same promises, proven by one shared test suite:
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol, runtime_checkable
@@ -43,7 +45,7 @@ from ownloop.contracts import (
 from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._stats import RunStats
 
-__all__ = ["RunStore", "StoredRun"]
+__all__ = ["ChangeStore", "RunStore", "StoredRun", "takes_changes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,3 +230,63 @@ class RunStore(Protocol):
         outstanding, current leases and usage totals.
         """
         ...
+
+
+@runtime_checkable
+class ChangeStore(RunStore, Protocol):
+    """A `RunStore` that can be handed a checkpoint's changes alone (the SQL stores).
+
+    An agent with such a store (``saves_changes`` true) sends, after a run's first checkpoint, only
+    the trace events, receipts and evidence added since the last one, so a checkpoint costs the
+    same at step 10,000 as at step 5. What `get` returns is always the whole snapshot.
+
+    Attributes:
+        saves_changes: True: ``save`` takes ``kept``.
+    """
+
+    saves_changes: bool
+
+    async def save(
+        self,
+        snapshot: RunSnapshot,
+        *,
+        expected_version: int | None,
+        lease: Lease | None = None,
+        kept: Mapping[str, int] | None = None,
+    ) -> int:
+        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+
+        Args:
+            snapshot: The snapshot.
+            expected_version: The version this writer last saw; ``None`` for a new run.
+            lease: The writer's lease, checked to still be held when given.
+            kept: When given, the snapshot's ``trace``, ``receipts`` and ``evidence`` hold only
+                the items after the first ``kept[part]`` of the stored ``expected_version``,
+                which are kept as they are; the new version is those items followed by the
+                snapshot's (the loop core vouches for them: it never rewrites a stored item).
+
+        Returns:
+            The new version.
+        """
+        ...
+
+
+def takes_changes(store: object) -> bool:
+    """Say whether a store may be handed a checkpoint's changes alone (a `ChangeStore`).
+
+    It must say so (``saves_changes``) and its ``save`` must take ``kept``, by name or through
+    ``**kwargs``: a wrapper that forwards attributes to a SQL store but defines its own ``save``
+    without ``kept`` gets whole snapshots.
+
+    Args:
+        store: The store.
+    """
+    if getattr(store, "saves_changes", False) is not True:
+        return False
+    try:
+        parameters = inspect.signature(store.save).parameters  # type: ignore[attr-defined]
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return "kept" in parameters or any(
+        parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters.values()
+    )

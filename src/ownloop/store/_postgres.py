@@ -18,7 +18,7 @@ import uuid
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ownloop.contracts import (
     Approval,
@@ -32,7 +32,13 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import POSTGRES_INDEXES, RUN_FIELD, Listing, listing_query, summary_of
+from ownloop.store._listing import (
+    RUN_FIELD,
+    Listing,
+    listing_indexes,
+    listing_query,
+    summary_of,
+)
 from ownloop.store._port import StoredRun
 from ownloop.store._postgres_operations import PostgresOperations
 from ownloop.store._postgres_sql import (
@@ -94,6 +100,9 @@ class PostgresRunStore(PostgresThreads, PostgresOperations):
         ConfigurationError: If psycopg is not installed (``pip install 'ownloop[postgres]'``),
             the DSN cannot be parsed, or ``schema`` is not a lowercase SQL identifier.
     """
+
+    saves_changes: ClassVar[bool] = True
+    """A checkpoint may carry only its new items (`ChangeStore`): they are appended."""
 
     def __init__(
         self,
@@ -206,9 +215,10 @@ class PostgresRunStore(PostgresThreads, PostgresOperations):
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
         )
         present = {name for (name,) in await cursor.fetchall()}
-        if not {name for name, _ in POSTGRES_INDEXES} <= present:
+        indexes = listing_indexes("postgres", "{s}.runs")
+        if not {name for name, _ in indexes} <= present:
             await connection.execute(self._sql(RUN_FIELD))
-        for name, statement in POSTGRES_INDEXES:
+        for name, statement in indexes:
             if name not in present:
                 await connection.execute(self._sql(statement))
 
@@ -238,15 +248,20 @@ class PostgresRunStore(PostgresThreads, PostgresOperations):
             return await cursor.fetchall()
 
     async def save(
-        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+        self,
+        snapshot: RunSnapshot,
+        *,
+        expected_version: int | None,
+        lease: Lease | None = None,
+        kept: Mapping[str, int] | None = None,
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+        """Store a snapshot if the stored version is still ``expected_version`` (see `ChangeStore`).
 
         Only the items added since the version this instance last wrote or read are sent, in
         the statement of the compare-and-set (see the storage layout in ``_layout.py``).
         """
         run_id = snapshot.run_id
-        plan = plan_save(snapshot, self._known.parts_at(run_id, expected_version))
+        plan = plan_save(snapshot, self._known.parts_at(run_id, expected_version), kept)
         params: dict[str, Any] = {
             **plan.row._asdict(),
             "layout": plan.layout,

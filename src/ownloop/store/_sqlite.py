@@ -19,10 +19,10 @@ import os
 import sqlite3
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from ownloop.clock import Clock, SystemClock
 from ownloop.contracts import (
@@ -36,7 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import SQLITE_INDEXES, Listing, listing_query, summary_of
+from ownloop.store._listing import Listing, listing_indexes, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import (
@@ -89,6 +89,9 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
         StoreError: If the file cannot be opened or its tables created.
         SchemaVersionError: If the file was laid out by a newer ownloop.
     """
+
+    saves_changes: ClassVar[bool] = True
+    """A checkpoint may carry only its new items (`ChangeStore`): they are appended."""
 
     def __init__(
         self,
@@ -181,13 +184,18 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
                 self._db.execute(
                     "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
-            for _, statement in SQLITE_INDEXES:  # no table changes: no schema version
+            for _, statement in listing_indexes("sqlite", "runs"):  # no table change: no version
                 self._db.execute(statement)
 
     async def save(
-        self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None
+        self,
+        snapshot: RunSnapshot,
+        *,
+        expected_version: int | None,
+        lease: Lease | None = None,
+        kept: Mapping[str, int] | None = None,
     ) -> int:
-        """Store a snapshot if the stored version is still ``expected_version`` (see `RunStore`).
+        """Store a snapshot if the stored version is still ``expected_version`` (see `ChangeStore`).
 
         Only the items added since the version this instance last wrote or read are written, in
         the transaction of the compare-and-set (see the storage layout in ``_layout.py``).
@@ -195,7 +203,7 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
         run_id = snapshot.run_id
         with self._lock:  # `KnownRuns` is shared by the threads using this store
             known = self._known.parts_at(run_id, expected_version)
-        plan = plan_save(snapshot, known)
+        plan = plan_save(snapshot, known, kept)
         row = plan.row
         values = (row.state, row.status, row.stop_reason, iso(row.updated_at), row.snapshot)
         held = self._held(lease)

@@ -134,6 +134,24 @@ class TraceRecorder:
         """Every event recorded so far, in order."""
         return tuple(self._events)
 
+    def since(self, count: int) -> tuple[TraceEvent, ...]:
+        """The events held after the first ``count``, in order (a checkpoint's new events).
+
+        Args:
+            count: How many of the first events held to leave out.
+        """
+        return tuple(self._events[count:])
+
+    def forget(self, count: int) -> None:
+        """Stop holding the first ``count`` events held (a store keeps them).
+
+        Sinks got every event when it was recorded; `events` and ``len`` then count the rest.
+
+        Args:
+            count: How many of the earliest events held to drop.
+        """
+        del self._events[:count]
+
     def __len__(self) -> int:
         return len(self._events)
 
