@@ -333,7 +333,7 @@ def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor)
             continue  # no word of the text can hold both
         at = text.find(prefix)
         while at >= 0:
-            if len(group) == 1 or text.startswith(group, at):
+            if text.startswith(group, at):
                 stop = _next_space(text, at)
                 if need is None or text.find(need, at, stop) >= 0:
                     hot.append((at, stop))
