@@ -361,3 +361,17 @@ def test_the_end_also_forgets_a_pending_rescan() -> None:
     streamed.feed("x" * (RESCAN_FLOOR + 1))
     assert streamed.end() == "x" * (RESCAN_FLOOR + 1)
     assert streamed.feed("next ") == "next "
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["\u017fecret", "ap\u0131_key", "cl\u0130ent_secret", "api_\u212aey", "PA\u017f\u017fWORD"],
+)
+def test_a_key_spelt_with_letters_read_as_ascii_is_redacted_whole_and_at_any_cut(key: str) -> None:
+    """A key spelt with a long s or a dotless i is read as `re` reads it, at every cut."""
+    text = f"my secret is: {key} = hunter2hunter2 ok "
+    rules = Redactor()
+    whole = rules.redact_text(text)
+    assert "hunter2" not in whole
+    for cut in range(len(text) + 1):
+        assert "".join(stream(rules, [text[:cut], text[cut:]])) == whole

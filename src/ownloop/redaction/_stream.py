@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 import regex
 
 from ownloop._text import clean_text
-from ownloop.redaction._patterns import AWS_PREFIXES, DEFAULT_PATTERNS
+from ownloop.redaction._patterns import AWS_PREFIXES, DEFAULT_PATTERNS, fold_case, fold_letters
 from ownloop.redaction._redactor import Redactor
 
 __all__ = ["RESCAN_FLOOR", "StreamRedactor"]
@@ -210,7 +210,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
     end = len(text)
     limit = end
     spans: Spans = []
-    lowered = text.lower()
+    lowered = fold_case(text)
     for gate, rule in rules.spanning:
         if _holds_any(lowered, gate):
             limit = min(limit, _settled(rule.finditer(text, partial=True), end, spans))
@@ -221,7 +221,9 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
         and ("=" in text or ":" in text or text[-1:] in _SPACES)
         and _holds_any(lowered, assignment[0])
     ):
-        limit = min(limit, _settled(_assignments(text, assignment[1]), end, spans))
+        # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
+        matches = _assignments(fold_letters(text), assignment[1])
+        limit = min(limit, _settled(matches, end, spans))
     cut = _last_space(text, limit)
     moved = bool(spans)
     while cut and moved:
