@@ -243,7 +243,7 @@ def test_a_budget_warning_comes_once_when_a_budget_is_nearly_spent() -> None:
 
 
 def test_each_budget_warns_with_what_the_run_used_so_far() -> None:
-    """Model attempts, tool attempts and tokens are counted event by event, tokens summed."""
+    """Requests, calls, attempts and tokens are counted event by event: each warns at its second."""
     used = TokenUsage(input_tokens=300, output_tokens=100)
     model = ScriptedModel(
         [
@@ -255,21 +255,26 @@ def test_each_budget_warns_with_what_the_run_used_so_far() -> None:
     limits = Limits(
         max_steps=100,
         max_model_attempts=3,
-        max_tool_calls=100,
-        max_tool_attempts=2,
+        max_tool_calls=4,
+        max_tool_attempts=4,
         max_total_tokens=2000,
         deadline_s=3600,
     )
     agent = Agent(model, lookup_registry(), limits=limits)
     events = asyncio.run(collect(agent, "go", warn_at=0.35))
     warned = {event.budget: event for event in events if isinstance(event, BudgetWarning)}
-    assert set(warned) == {"max_model_attempts", "max_tool_attempts", "max_total_tokens"}
-    second_request = [i for i, event in enumerate(events) if isinstance(event, ModelRequested)][1]
-    attempts = warned["max_model_attempts"]
-    assert (attempts.used, attempts.ratio) == (2, 0.6667)
-    assert events.index(attempts) > second_request
-    assert warned["max_tool_attempts"].used == 1
-    assert warned["max_total_tokens"].used == 800
+    counted = {
+        "max_model_attempts": (ModelRequested, 2),
+        "max_tool_calls": (ToolProposed, 2),
+        "max_tool_attempts": (ToolStarted, 2),
+        "max_total_tokens": (ModelResponded, 800),
+    }
+    assert set(warned) == set(counted)
+    for budget, (kind, value) in counted.items():
+        second = [at for at, event in enumerate(events) if isinstance(event, kind)][1]
+        assert (budget, warned[budget].used) == (budget, value)
+        assert events.index(warned[budget]) > second
+    assert warned["max_model_attempts"].ratio == 0.6667
     assert warned["max_total_tokens"].name == "tokens"
 
 
