@@ -44,6 +44,14 @@ EXPECTED = {
         "max_requests blocks requests_over_budget (it gets through in without_budget)",
         "approval_required        paused (approval_required)",
     ],
+    "memory_lesson.py": [
+        "turn 1 (thread city-chat): Hangzhou has 1252 x 10,000 residents [pop-Hangzhou].",
+        "turn 2 (thread city-chat): Nanjing has 954 x 10,000 residents, 298 x 10,000 fewer than "
+        "Hangzhou [pop-Nanjing, pop-Hangzhou].",
+        "  short-term: turn 2 started from 6 earlier messages and cited earlier evidence "
+        "pop-Hangzhou",
+        "new thread (other-chat): From long-term memory: This user follows Yangtze River Delta",
+    ],
     "email_assistant.py": [
         "paused (approval_required): 'send_reply' needs an approval",
         "  ownloop runs show email-1 --db email.db",
@@ -59,6 +67,7 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "OWNLOOP_API"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EMAIL_DIR", str(tmp_path))
+    monkeypatch.setenv("OWNLOOP_EXAMPLE_DIR", str(tmp_path))
     monkeypatch.chdir(ROOT)
     return tmp_path
 

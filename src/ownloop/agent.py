@@ -26,6 +26,13 @@ from ownloop._agent_checks import (
     tool_versions,
     warn_never_offered,
 )
+from ownloop._agent_history import (
+    History,
+    check_fresh_authority,
+    continuation,
+    start_from,
+    with_history,
+)
 from ownloop._agent_output import output_spec, typed_result
 from ownloop._agent_support import (
     check_requests,
@@ -34,6 +41,7 @@ from ownloop._agent_support import (
     snapshot_of_result,
     usable_submissions,
 )
+from ownloop._agent_threads import thread_state
 from ownloop._text import clean_text
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
@@ -281,6 +289,8 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run the task to a terminal state (or a pause) and return everything that happened.
 
@@ -291,6 +301,11 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front, bound to exact calls by digest.
             deps: The application's objects for this run (``deps_type``): tools read them as
                 ``ctx.deps``; never stored or traced.
+            history: An earlier result (or its messages) this run continues: it starts with
+                that conversation plus ``task``, and may cite the earlier evidence; its budgets,
+                id, trace and approvals are its own (see the Conversations page).
+            thread_id: A stored thread to continue: the run continues the thread's last
+                finished run and is recorded as its next one (needs a store).
 
         Returns:
             The result. Budget stops, denials, pauses and model failures are results.
@@ -300,9 +315,30 @@ class Agent(Generic[DepsT, OutputT]):
                 run id is not 1-128 characters.
             UnexpectedModelCall: If a scripted model ran out of steps (a test bug).
             ConfigurationError: If the agent declares ``deps_type`` and ``deps`` is missing or
-                of another type.
+                of another type, or the history cannot be continued (a paused or unresolved
+                run), or an approval was given to the earlier run.
+            ThreadBusy: If the thread's last run is not finished, or another follow-up
+                continued it first.
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        if thread_id is None:
+            state = self.new_state(
+                task, actor=actor, run_id=run_id, approvals=approvals, deps=deps, history=history
+            )
+        else:
+            state = await thread_state(
+                self.store,
+                thread_id,
+                history,
+                lambda previous: self.new_state(
+                    task,
+                    actor=actor,
+                    run_id=run_id,
+                    approvals=approvals,
+                    deps=deps,
+                    history=previous,
+                    thread_id=thread_id,
+                ),
+            )
         return await self._drive(state)
 
     def run_stream(
@@ -314,6 +350,7 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Iterable[Approval] = (),
         warn_at: float = 0.8,
         deps: DepsT | None = None,
+        history: History | None = None,
     ) -> RunStream[OutputT]:
         """Run the task, yielding its events as they happen; the last one carries the result.
 
@@ -324,6 +361,7 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front.
             warn_at: The share of a budget at which a `BudgetWarning` is emitted.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues, as in `run`.
 
         Returns:
             The stream (the run starts when it is first read); leaving it early cancels the run.
@@ -331,7 +369,9 @@ class Agent(Generic[DepsT, OutputT]):
         Raises:
             InputRejected: If the task or run id is not acceptable (before anything runs).
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        state = self.new_state(
+            task, actor=actor, run_id=run_id, approvals=approvals, deps=deps, history=history
+        )
         return RunStream[OutputT](state, self._drive, limits=self.limits, warn_at=warn_at)
 
     @property
@@ -353,6 +393,8 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Iterable[Approval] = (),
         clock: Clock | None = None,
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunState:
         """Build a new run's state, checking its inputs first (what `run` starts from).
 
@@ -363,6 +405,8 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front.
             clock: The clock the run reads; the agent's by default.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues.
+            thread_id: The thread the run is recorded in (recorded with its conversation).
 
         Returns:
             The state, with the opening messages.
@@ -373,19 +417,23 @@ class Agent(Generic[DepsT, OutputT]):
         """
         run_id = self._check_inputs(task, run_id)
         check_deps(self.deps_type, deps, "run")
+        earlier, approvals = continuation(history, thread_id=thread_id), list(approvals)
+        check_fresh_authority(earlier, approvals)
         task = clean_text(task)  # an unpaired surrogate would break every trace and store
         clock = clock if clock is not None else self._config.clock
-        return RunState(
+        opening = self._opening_messages(RunContext(run_id, task, actor, cast("DepsT", deps)))
+        state = RunState(
             run_id=run_id,
             task=task,
             actor=actor,
             started_at=clock.monotonic(),
             trace=TraceRecorder(run_id, clock, self._sinks, redactor=self._trace_redactor()),
-            messages=self._opening_messages(RunContext(run_id, task, actor, cast("DepsT", deps))),
+            messages=with_history(opening, earlier),
             tools=self.offered_tools(actor),
-            approvals=list(approvals),
+            approvals=approvals,
             deps=deps,
         )
+        return start_from(state, earlier)
 
     async def _drive(self, state: RunState) -> RunResult[OutputT]:
         """Drive a run, holding its lease for the whole segment when a store is configured."""
@@ -433,6 +481,8 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run the task from synchronous code; the same as awaiting `run`.
 
@@ -442,6 +492,8 @@ class Agent(Generic[DepsT, OutputT]):
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues.
+            thread_id: A stored thread to continue.
 
         Returns:
             The result.
@@ -450,7 +502,15 @@ class Agent(Generic[DepsT, OutputT]):
             ConfigurationError: If called while an event loop is running (await `run` instead).
         """
         return run_blocking(
-            lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps),
+            lambda: self.run(
+                task,
+                actor=actor,
+                run_id=run_id,
+                approvals=approvals,
+                deps=deps,
+                history=history,
+                thread_id=thread_id,
+            ),
             "run",
         )
 
