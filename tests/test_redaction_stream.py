@@ -263,7 +263,7 @@ SHARDS = ["token", "password", "api_key", "Bearer", "auth", "=", ":", " ", "  ",
 SHARDS += ["'", "x", "v4lue", "sk-", "0123456789abcdefgh", "@", "://", "AKIA", ";", "-", "_", "\r"]
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     shards=st.lists(st.sampled_from(SHARDS), min_size=1, max_size=40),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=30),
