@@ -38,6 +38,12 @@ EXPECTED = {
         "completed (final_output): Suzhou is the largest (Hangzhou 1252, Nanjing 954, "
         "Suzhou 1296, in 10,000 people).",
     ],
+    "delegation.py": [
+        "  executed: The population of Nanjing is 954 (10,000 people).",
+        "completed (final_output): Suzhou is the largest (Hangzhou 1252, Nanjing 954, "
+        "Suzhou 1296, in 10,000 people).",
+        "one budget: 8 turns, 6 tool calls (executors included)",
+    ],
     "harness_lab.py": [
         "publish      without_permissions  explicit_stop          published_without_permission",
         "loop         instrumented         max_steps              -",

@@ -8,6 +8,7 @@ implementation.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import os
@@ -66,6 +67,7 @@ from ownloop.contracts import (
     Versions,
 )
 from ownloop.cost import PriceTable
+from ownloop.delegation import agent_tool
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
 from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
 from ownloop.models import AgentModel
@@ -74,7 +76,7 @@ from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore
 from ownloop.streaming import RunStream
-from ownloop.tools import RunContext, ToolRegistry, ValidatedCall
+from ownloop.tools import RegisteredTool, RunContext, ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
     CheckFunction,
@@ -265,6 +267,57 @@ class Agent(Generic[DepsT, OutputT]):
     def _output_label(self) -> str | None:
         spec = self._output
         return None if spec is None else f"{spec.format.name}:{spec.mode}:{spec.digest}"
+
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        effect: Literal["read", "write"],
+        limits: Limits | None = None,
+        on_stop: Literal["observe", "end"] = "observe",
+    ) -> RegisteredTool:
+        """Return this agent as a tool of a parent (``parent_registry.register(...)``).
+
+        The child runs under the parent run's remaining budgets, its actor, its policy
+        intersected with the child's, and its approvals; see `ownloop.delegation.agent_tool`
+        and docs/delegation.md.
+
+        Args:
+            name: The tool's name, as the parent's model calls it.
+            description: What this agent does, for the parent's model.
+            effect: ``"read"`` (the child's writes are denied) or ``"write"``.
+            limits: Caps for the child below what the parent has left.
+            on_stop: ``"observe"`` tells the parent's model how the child stopped; ``"end"``
+                ends the parent run with the child's stop.
+
+        Returns:
+            The tool.
+        """
+        return agent_tool(
+            self, name=name, description=description, effect=effect, limits=limits, on_stop=on_stop
+        )
+
+    def delegated(
+        self, limits: Limits, policy: Policy, sinks: Sequence[TraceSink] = ()
+    ) -> Agent[DepsT, OutputT]:
+        """Return this agent under other limits and policy, for one delegated run segment.
+
+        The recorded versions stay this agent's, so the child run resumes under either.
+
+        Args:
+            limits: The segment's budgets.
+            policy: The segment's policy (the caller's intersected with this agent's).
+            sinks: The caller's trace sinks, added to this agent's (one trace).
+
+        Returns:
+            A shallow copy sharing the model, tools, store and driver.
+        """
+        derived = copy.copy(self)
+        derived.limits, derived.policy = limits, policy
+        derived._config = dataclasses.replace(self._config, limits=limits, policy=policy)
+        derived._sinks = (*self._sinks, *(sink for sink in sinks if sink not in self._sinks))
+        return derived
 
     def offered_tools(self, actor: Actor | None) -> tuple[ToolSpec, ...]:
         """Return the tools the model is offered for this actor: those the policy does not deny.
