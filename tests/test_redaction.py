@@ -384,3 +384,10 @@ def test_a_key_spelt_with_letters_read_as_ascii_letters_is_still_a_key(key: str)
     redacted = Redactor().redact_text(f"{key}=hunter2hunter2")
     assert "hunter2" not in redacted
     assert redacted.startswith(f"{key}=[redacted:")
+
+
+def test_a_value_that_is_itself_a_key_before_its_sign_leaves_that_key_its_value() -> None:
+    """`token = password = hunter2…`: the password's value is redacted, not the word password."""
+    redacted = Redactor().redact_text("token = password = hunter2hunter2 ")
+    assert "hunter2" not in redacted
+    assert redacted.startswith("token = password = [redacted:")

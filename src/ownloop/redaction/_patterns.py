@@ -214,7 +214,9 @@ def assignment_pattern(keys: Iterable[tuple[str, ...]]) -> SecretPattern:
     quote = r"(?:\\?[\"'])?"
     regex = (
         rf"(?i)(?<![a-z0-9])(?:{names})(?![a-z0-9]){quote}\s*[:=]\s*{quote}"
-        r"(?P<secret>(?:(?:bearer|basic|token)\s+)?(?!\[redacted:)[^\s\"',;&}\]\\]+)"
+        # a value that is itself a key before its sign is that key's, not this one's value
+        rf"(?P<secret>(?:(?:bearer|basic|token)\s+)?(?!\[redacted:)(?!(?:{names})(?![a-z0-9]){quote}\s*[:=])"
+        r"[^\s\"',;&}\]\\]+)"
     )
     return SecretPattern("key_assignment", regex, hints=sorted({key[0] for key in words}))
 
