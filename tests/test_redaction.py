@@ -374,3 +374,20 @@ def test_keys_that_cannot_be_printed_are_named_by_type() -> None:
             return 1
 
     assert bound_value({Unprintable(): 1}) == {"<Unprintable>": 1}
+
+
+@pytest.mark.parametrize(
+    "key", ["\u017fecret", "ap\u0131_key", "cl\u0130ent_secret", "PA\u017f\u017fWORD"]
+)
+def test_a_key_spelt_with_letters_read_as_ascii_letters_is_still_a_key(key: str) -> None:
+    """A long s or a dotless i reads as `s` or `i` to the key rule, and to its hints too."""
+    redacted = Redactor().redact_text(f"{key}=hunter2hunter2")
+    assert "hunter2" not in redacted
+    assert redacted.startswith(f"{key}=[redacted:")
+
+
+def test_a_value_that_is_itself_a_key_before_its_sign_leaves_that_key_its_value() -> None:
+    """`token = password = hunter2…`: the password's value is redacted, not the word password."""
+    redacted = Redactor().redact_text("token = password = hunter2hunter2 ")
+    assert "hunter2" not in redacted
+    assert redacted.startswith("token = password = [redacted:")

@@ -31,6 +31,7 @@ from ownloop.contracts import (
     RunStarted,
     StreamEnded,
     TextDelta,
+    TokenUsage,
     ToolFinished,
     ToolMessage,
     ToolProposed,
@@ -241,6 +242,42 @@ def test_a_budget_warning_comes_once_when_a_budget_is_nearly_spent() -> None:
     assert events[-1].result.status is RunStatus.COMPLETED
 
 
+def test_each_budget_warns_with_what_the_run_used_so_far() -> None:
+    """Requests, calls, attempts and tokens are counted event by event: each warns at its second."""
+    used = TokenUsage(input_tokens=300, output_tokens=100)
+    model = ScriptedModel(
+        [
+            tool_call("lookup", "t1", topic="a").model_copy(update={"usage": used}),
+            tool_call("lookup", "t2", topic="b").model_copy(update={"usage": used}),
+            final("ok").model_copy(update={"usage": used}),
+        ]
+    )
+    limits = Limits(
+        max_steps=100,
+        max_model_attempts=3,
+        max_tool_calls=4,
+        max_tool_attempts=4,
+        max_total_tokens=2000,
+        deadline_s=3600,
+    )
+    agent = Agent(model, lookup_registry(), limits=limits)
+    events = asyncio.run(collect(agent, "go", warn_at=0.35))
+    warned = {event.budget: event for event in events if isinstance(event, BudgetWarning)}
+    counted = {
+        "max_model_attempts": (ModelRequested, 2),
+        "max_tool_calls": (ToolProposed, 2),
+        "max_tool_attempts": (ToolStarted, 2),
+        "max_total_tokens": (ModelResponded, 800),
+    }
+    assert set(warned) == set(counted)
+    for budget, (kind, value) in counted.items():
+        second = [at for at, event in enumerate(events) if isinstance(event, kind)][1]
+        assert (budget, warned[budget].used) == (budget, value)
+        assert events.index(warned[budget]) > second
+    assert warned["max_model_attempts"].ratio == 0.6667
+    assert warned["max_total_tokens"].name == "tokens"
+
+
 def test_an_invalid_threshold_or_task_is_refused_before_anything_runs() -> None:
     """Bad inputs fail at the call, not at the first read."""
     agent = Agent(ScriptedModel([]))
@@ -275,7 +312,7 @@ def test_closing_before_reading_runs_nothing() -> None:
 
     async def scenario() -> list[Any]:
         stream = Agent(model).run_stream("go")
-        assert "not started" in repr(stream)
+        assert repr(stream) == f"RunStream(run_id={stream.run_id!r}, not started, warn_at=0.8)"
         await stream.aclose()
         return [event async for event in stream]
 
@@ -360,7 +397,7 @@ def test_the_stream_reports_its_state_and_result() -> None:
         stream = Agent(ScriptedModel([final("hi")])).run_stream("go", run_id="named")
         first = await anext(stream)
         assert isinstance(first, RunStarted)
-        assert "running" in repr(stream)
+        assert repr(stream) == "RunStream(run_id='named', running, warn_at=0.8)"
         rest = [event async for event in stream]
         assert stream.result is not None
         assert stream.result == rest[-1].result

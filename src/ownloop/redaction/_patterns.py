@@ -22,6 +22,8 @@ __all__ = [
     "SecretPattern",
     "as_pattern",
     "assignment_pattern",
+    "fold_case",
+    "fold_letters",
     "key_words",
     "replace_secret",
 ]
@@ -64,6 +66,42 @@ def key_words(key: str) -> tuple[str, ...]:
     return tuple(word for word in _SEPARATORS.split(_CAMEL.sub("_", key).lower()) if word)
 
 
+# Letters that case-insensitive matching (``re``'s IGNORECASE) reads as an ASCII letter but that
+# ``str.lower`` leaves apart: dotless i and dotted capital I read as ``i``, long s as ``s``. The
+# Kelvin sign already lowers to ``k``.
+_FOLDS = str.maketrans({"\u0131": "i", "\u0130": "i", "\u017f": "s"})
+
+
+def fold_letters(text: str) -> str:
+    """Replace each letter ``re`` reads as an ASCII letter when ignoring case by that letter.
+
+    One character for one, so positions stay: a long s becomes ``s``, a dotless i ``i``. The
+    ``regex`` package, which reads the stream's patterns, does not make these equivalences.
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text, folded (the same object when it is ASCII).
+    """
+    return text if text.isascii() else text.translate(_FOLDS)
+
+
+def fold_case(text: str) -> str:
+    """Lower-case a text as the hints of case-insensitive patterns are matched against it.
+
+    Like ``str.lower``, after `fold_letters`, so a hint is found wherever a case-insensitive
+    regex finds its match (``secret`` spelt with a long s still holds the hint ``secret``).
+
+    Args:
+        text: Any text.
+
+    Returns:
+        The text, folded and lower-cased.
+    """
+    return fold_letters(text).lower()
+
+
 class SecretPattern:
     """A secret recognised by the shape of its value.
 
@@ -88,7 +126,7 @@ class SecretPattern:
         """Tell whether the pattern can match a text, from the text in lower case.
 
         Args:
-            lowered: The text, lower-cased.
+            lowered: The text, lower-cased by `fold_case`.
 
         Returns:
             ``False`` only when no hint appears in it.
@@ -176,7 +214,9 @@ def assignment_pattern(keys: Iterable[tuple[str, ...]]) -> SecretPattern:
     quote = r"(?:\\?[\"'])?"
     regex = (
         rf"(?i)(?<![a-z0-9])(?:{names})(?![a-z0-9]){quote}\s*[:=]\s*{quote}"
-        r"(?P<secret>(?:(?:bearer|basic|token)\s+)?(?!\[redacted:)[^\s\"',;&}\]\\]+)"
+        # a value that is itself a key before its sign is that key's, not this one's value
+        rf"(?P<secret>(?:(?:bearer|basic|token)\s+)?(?!\[redacted:)(?!(?:{names})(?![a-z0-9]){quote}\s*[:=])"
+        r"[^\s\"',;&}\]\\]+)"
     )
     return SecretPattern("key_assignment", regex, hints=sorted({key[0] for key in words}))
 

@@ -25,6 +25,7 @@ from ownloop.redaction._patterns import (
     SecretPattern,
     as_pattern,
     assignment_pattern,
+    fold_case,
     key_words,
     replace_secret,
 )
@@ -209,7 +210,7 @@ class Redactor:
         for value in self._match_values:
             if value in result:
                 result = result.replace(value, redact_marker(value))
-        lowered = text.lower()
+        lowered = fold_case(text)
         hinted = self._any_hint is not None and self._any_hint.search(lowered) is not None
         for rule in self._rules if hinted else self._always:
             if rule.may_match(lowered):

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 import regex
 
 from ownloop._text import clean_text
-from ownloop.redaction._patterns import AWS_PREFIXES, DEFAULT_PATTERNS
+from ownloop.redaction._patterns import AWS_PREFIXES, DEFAULT_PATTERNS, fold_case, fold_letters
 from ownloop.redaction._redactor import Redactor
 
 __all__ = ["RESCAN_FLOOR", "StreamRedactor"]
@@ -38,6 +38,8 @@ RESCAN_FLOOR = 256
 """Held text up to this length is rescanned on every piece; longer held text when it doubles."""
 
 _SPACES = (" ", "\n", "\t")
+_SPACE = re.compile("[ \n\t]")
+_SPACE_BEFORE = regex.compile("[ \n\t]", regex.REVERSE)
 _FLAGS = (
     (re.IGNORECASE, regex.IGNORECASE),
     (re.MULTILINE, regex.MULTILINE),
@@ -133,11 +135,14 @@ def _word_groups(anchors: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(words)
 
 
-def _last_space(text: str, limit: int) -> int:
-    """The largest cut at or before ``limit`` that follows a space, tab or newline (else 0)."""
-    return (
-        max(text.rfind(" ", 0, limit), text.rfind("\n", 0, limit), text.rfind("\t", 0, limit)) + 1
-    )
+def _last_space(text: str, limit: int, floor: int = 0) -> int:
+    """The largest cut in ``[floor, limit]`` that follows a space, tab or newline (else ``floor``).
+
+    Searched backwards down to ``floor`` only, so a caller walking a long text left to right
+    reads each part of it once (three ``rfind`` would each read back to the start).
+    """
+    found = _SPACE_BEFORE.search(text, floor, limit)
+    return found.end() if found is not None else floor
 
 
 class StreamRedactor:
@@ -205,18 +210,20 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
     end = len(text)
     limit = end
     spans: Spans = []
-    lowered = text.lower()
+    lowered = fold_case(text)
     for gate, rule in rules.spanning:
-        if not gate or any(hint in lowered for hint in gate):
+        if _holds_any(lowered, gate):
             limit = min(limit, _settled(rule.finditer(text, partial=True), end, spans))
     assignment = rules.assignment
     # a key=value match holds its sign; without one, only a key the text ends on can start one
     if (
         assignment is not None
         and ("=" in text or ":" in text or text[-1:] in _SPACES)
-        and any(hint in lowered for hint in assignment[0])
+        and _holds_any(lowered, assignment[0])
     ):
-        limit = min(limit, _settled(_assignments(text, assignment[1]), end, spans))
+        # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
+        matches = _assignments(fold_letters(text), assignment[1])
+        limit = min(limit, _settled(matches, end, spans))
     cut = _last_space(text, limit)
     moved = bool(spans)
     while cut and moved:
@@ -249,22 +256,41 @@ def _assignments(text: str, rule: regex.Pattern[str]) -> list[regex.Match[str]]:
     A match holds ``:`` or ``=`` after its key, and a key holds no space: it starts in the word
     before a sign (spaces between them skipped), or, when only spaces end the text, in its last
     word (the sign still to come). There it is tried at each position its look-behind allows.
+
+    Positions are tried left to right, each once, and none inside a match found (as a search
+    goes on after a match): a long word of many signs (``token=token=…``) costs its length, not
+    its length times its signs.
     """
     end = len(text)
     signs = [at for sign in (":", "=") for at in _positions(text, sign)]
     tail = _skip_spaces_back(text, end)
     if tail < end:
         signs.append(tail)
-    found: dict[tuple[int, int], regex.Match[str]] = {}
+    found: list[regex.Match[str]] = []
+    start = 0
     for sign in sorted(signs):
         before = _skip_spaces_back(text, sign)
-        word = _last_space(text, before)
-        for start in range(word, max(before, word + 1)):
+        word = _last_space(text, before, min(start, before))  # no further back than tried
+        start = max(start, word)
+        while start < max(before, word + 1):
             if start == word or not _ASCII_ALNUM.match(text, start - 1):
                 match = rule.match(text, start, partial=True)
                 if match is not None:
-                    found.setdefault(match.span(), match)
-    return [found[span] for span in sorted(found)]
+                    found.append(match)
+                    start = match.end()  # a key is never empty: the end is past the start
+                    continue
+            start += 1
+    return found
+
+
+def _holds_any(text: str, literals: tuple[str, ...]) -> bool:
+    """Whether a text holds one of the literals (always, for none: an ungated rule)."""
+    if not literals:
+        return True
+    for literal in literals:  # noqa: SIM110 (no generator: this runs for every piece)
+        if literal in text:
+            return True
+    return False
 
 
 def _positions(text: str, literal: str) -> list[int]:
@@ -304,16 +330,18 @@ def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor)
         return redactor.redact_text(text)
     hot: Spans = []
     for prefix, group in rules.words:
+        need = _NEEDS.get(prefix)
+        if need is not None and need not in text:
+            continue  # no word of the text can hold both
         at = text.find(prefix)
         while at >= 0:
-            if len(group) == 1 or text.startswith(group, at):
+            if text.startswith(group, at):
                 stop = _next_space(text, at)
-                need = _NEEDS.get(prefix)
                 if need is None or text.find(need, at, stop) >= 0:
                     hot.append((at, stop))
             at = text.find(prefix, at + 1)
     if not hot:
-        return clean_text(text)
+        return _clean(text)
     out: list[str] = []
     done = 0
     window_start = window_end = -1
@@ -322,15 +350,20 @@ def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor)
             if window_end >= 0:
                 out.append(redactor.redact_text(text[window_start:window_end]))
             window_start = _last_space(text, start)
-            out.append(clean_text(text[done:window_start]))
+            out.append(_clean(text[done:window_start]))
         window_end = max(window_end, stop if stop == len(text) else _next_space(text, stop))
         done = window_end
     out.append(redactor.redact_text(text[window_start:window_end]))
-    out.append(clean_text(text[window_end:]))
+    out.append(_clean(text[window_end:]))
     return "".join(out)
 
 
 def _next_space(text: str, start: int) -> int:
     """The position of the first space, tab or newline at or after ``start`` (else the end)."""
-    found = [at for at in (text.find(space, start) for space in _SPACES) if at >= 0]
-    return min(found) if found else len(text)
+    found = _SPACE.search(text, start)
+    return found.start() if found is not None else len(text)
+
+
+def _clean(text: str) -> str:
+    """`clean_text`, skipped for ASCII text (which holds no surrogate): a check far cheaper."""
+    return text if text.isascii() else clean_text(text)
