@@ -329,6 +329,8 @@ class DbosRunner:
 
         Raises:
             InputRejected: If the task or run id is not acceptable.
+            ConfigurationError: If no agent has that name, or it has agent tools
+                (``Agent.as_tool``), which the engine does not run.
         """
         state = self._agent(agent_name).new_state(task, actor=actor, run_id=run_id)
         start = start_record(task, actor)

@@ -34,12 +34,26 @@ def build_agent(agents: Mapping[str, Callable[[], Agent[Any, Any]]], name: str) 
         A new agent from that factory.
 
     Raises:
-        ConfigurationError: If no factory has that name (the message lists the known ones).
+        ConfigurationError: If no factory has that name (the message lists the known ones), or
+            the agent has agent tools (``Agent.as_tool``), which no engine runs yet.
     """
     factory = agents.get(name)
     if factory is None:
         raise ConfigurationError(f"no agent named {name!r} (known: {', '.join(sorted(agents))})")
-    return factory()
+    agent = factory()
+    delegating = [tool for tool in agent.tools.names() if _delegates(agent, tool)]
+    if delegating:
+        raise ConfigurationError(
+            f"agent {name!r} has agent tools ({', '.join(delegating)}): a delegated run is not "
+            "run as engine steps yet; run this agent with Agent.run and a store (its children "
+            "are journaled there), or give the engine agents without Agent.as_tool tools"
+        )
+    return agent
+
+
+def _delegates(agent: Agent[Any, Any], name: str) -> bool:
+    tool = agent.tools.get(name)
+    return tool is not None and tool.delegates
 
 
 def start_record(task: str, actor: Actor | None) -> Json:
