@@ -406,7 +406,8 @@ def test_runner_needs_agents_a_system_database_and_a_known_run(spec: Spec, launc
     from ownloop.exceptions import ConfigurationError
 
     runner = make_runner(spec)  # launched: the DBOS system database exists
-    assert repr(runner) == f"DbosRunner(queue={spec.queue!r}, agents=['export', 'refund', 'slow'])"
+    agents = "['export', 'refund', 'ship', 'ship_twice', 'slow']"
+    assert repr(runner) == f"DbosRunner(queue={spec.queue!r}, agents={agents})"
     with pytest.raises(ConfigurationError, match="at least one agent"):
         DbosRunner(runner.store, {})
     bare = DbosRunner(runner.store, {"export": runner.agents["export"]})
