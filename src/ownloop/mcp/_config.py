@@ -115,14 +115,6 @@ class ServerOptions(BaseModel):
             raise ValueError(f"must match {_PREFIX.pattern}")
         return value
 
-    @field_validator("reconcile")
-    @classmethod
-    def _check_reconcile(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
-        for tool, lookup in value.items():
-            if not callable(lookup):
-                raise ValueError(f"the lookup for {tool!r} is not callable")
-        return value
-
 
 class StdioServer(ServerOptions):
     """An MCP server that ownloop starts as a child process and talks to over stdin/stdout.
