@@ -456,6 +456,31 @@ def test_closing_a_schema_closes_every_object_and_keeps_what_is_left_open() -> N
     assert closed(True) is True
 
 
+def test_closing_keeps_every_openness_a_server_said_and_closes_inside_parts() -> None:
+    """What an object says of other properties stays; objects inside allOf/prefixItems close."""
+    said = {
+        "extra": {"properties": {"a": {}}, "additionalProperties": {"type": "string"}},
+        "keyed": {"properties": {"a": {}}, "patternProperties": {"^x": {}}},
+        "judged": {"properties": {"a": {}}, "unevaluatedProperties": True},
+    }
+    for name, node in said.items():
+        assert closed(node) == node, name
+    parts = closed(
+        {
+            "allOf": [{"properties": {"inner": {"type": "object", "properties": {"b": {}}}}}],
+            "prefixItems": [{"type": "object", "properties": {"c": {}}}],
+            "enum": [{"properties": {"d": {}}}],
+            "properties": {"e": {}},
+        }
+    )
+    assert parts["allOf"][0]["properties"]["inner"]["additionalProperties"] is False
+    assert "additionalProperties" not in parts["allOf"][0]
+    assert parts["prefixItems"][0]["additionalProperties"] is False
+    assert parts["enum"] == [{"properties": {"d": {}}}]  # values, not schemas: left alone
+    assert parts["unevaluatedProperties"] is False
+    assert "additionalProperties" not in parts
+
+
 def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     """pattern, patternProperties and additionalProperties keep their JSON Schema meaning."""
     schema = {
@@ -477,10 +502,32 @@ def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     assert "is not of type 'integer'" in str(check({"m": {"n1": "x"}}))
     assert "unexpected properties: 'z'" in str(check({"m": {"z": 1}}))
     assert schema_checked({"s": "b", "m": {"z": 1}}) is None  # without patterns: undecided
-    assert "is not of type 'string'" in str(check({"o": {"k": 1}}))
+    assert check({"o": {"k": 1}}) == "o.k: 1 is not of type 'string'"
+    assert check({"m": {"n1": "x"}}) == "m.n1: 'x' is not of type 'integer'"
+    long = str(check({"s": "b" * 400}))  # a message is cut at 300 characters
+    assert long == "s: " + f"{'b' * 400!r} does not match '^a'"[:300]
     assert "unexpected properties: 'extra'" in str(check({"extra": 1}))
-    with pytest.raises(ToolDefinitionError, match="invalid"):
+    with pytest.raises(ToolDefinitionError, match="cannot take MCP tool 't': its inputSchema is"):
         schema_check({"type": 5}, {}, "t")
+    with pytest.raises(ToolDefinitionError, match="cannot take MCP tool 'u': its inputSchema is"):
+        schema_check({}, {"type": 5}, "u")
+    with pytest.raises(ToolDefinitionError) as huge:
+        schema_check({"type": "x" * 3000}, {}, "t")
+    assert len(str(huge.value)) == 2000  # the schema's own words are cut
+
+
+def test_unexpected_properties_are_named_eight_at_most_in_300_characters() -> None:
+    """A rejection names the first eight extra fields in order, joined by ", ", cut at 300."""
+    schema = {"type": "object", "properties": {"a": {}}}
+    check = schema_check(closed(schema), schema, "t")
+    assert check({"y": 1, "x": 2}) == "(arguments): unexpected properties: 'x', 'y'"
+    many = str(check({f"k{i}": i for i in range(10)}))
+    assert many == "(arguments): unexpected properties: " + ", ".join(
+        repr(f"k{i}") for i in range(8)
+    )
+    long = str(check({f"{i}" * 60: i for i in range(1, 9)}))
+    names = ", ".join(repr(f"{i}" * 60) for i in range(1, 9))
+    assert long == "(arguments): " + f"unexpected properties: {names}"[:300]
 
 
 def test_a_records_url_keeps_its_shape_with_every_credential_hidden() -> None:
@@ -493,6 +540,10 @@ def test_a_records_url_keeps_its_shape_with_every_credential_hidden() -> None:
     )
     assert "headers={}" in repr(HttpServer(name="c", url="https://h.invalid/p"))
     assert "env=None" in repr(StdioServer(name="s", command="x"))
+    assert "url='http://***@/p'" in repr(HttpServer(name="c", url="http://user:pw@/p"))
+    plain = repr(StdioServer(name="s", command="run?mode=fast", cwd="/srv/a@b?c=d"))
+    assert "command='run?mode=fast'" in plain  # only the URL is a URL
+    assert "cwd='/srv/a@b?c=d'" in plain
 
 
 def test_a_rejection_names_each_problem_where_it_is() -> None:

@@ -131,7 +131,7 @@ def _pattern_properties(
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+                yield from validator.descend(value, subschema, path=key)
 
 
 def _additional_properties(
