@@ -11,9 +11,14 @@ from dataclasses import dataclass
 from typing import Literal, assert_type
 
 from pydantic import BaseModel
+from temporalio.client import Client
 
-from ownloop import Agent, RunContext, RunResult, ToolContext, ToolRegistry
+from ownloop import Agent, Limits, RunContext, RunResult, ToolContext, ToolRegistry
+from ownloop.dbos import DbosRunner
+from ownloop.patterns import plan_execute_sync
+from ownloop.store import MemoryRunStore, PostgresRunStore
 from ownloop.streaming import RunStream
+from ownloop.temporal import TemporalRunner
 from ownloop.testing import ScriptedModel
 
 
@@ -91,3 +96,17 @@ async def awaited() -> None:
     assert_type(await typed.run("task"), RunResult[Invoice])
     stored = await typed.stored_result("run-1")
     assert_type(stored, RunResult[Invoice] | None)
+
+
+def engines_take_typed_agents(
+    store: PostgresRunStore, memory: MemoryRunStore, client: Client
+) -> None:
+    """The engines and patterns accept an agent of any deps and output type."""
+
+    def invoices() -> Agent[None, Invoice]:
+        """A factory of typed agents."""
+        return typed
+
+    DbosRunner(store, {"invoices": invoices})
+    TemporalRunner(memory, {"invoices": invoices}, client)
+    plan_execute_sync(model, typed, "goal", limits=Limits(max_steps=4))

@@ -146,7 +146,7 @@ class DbosRunner:
     def __init__(
         self,
         store: PostgresRunStore,
-        agents: Mapping[str, Callable[[], Agent]],
+        agents: Mapping[str, Callable[[], Agent[Any, Any]]],
         *,
         queue: str = "ownloop",
         system_database_url: str | None = None,
@@ -303,7 +303,7 @@ class DbosRunner:
         driver = DbosDriver(agent.driver, self.store, StepClock(), run_id)
         return await run_segment(agent, driver, self.store, run_id, start)
 
-    def _agent(self, name: str) -> Agent:
+    def _agent(self, name: str) -> Agent[Any, Any]:
         return build_agent(self.agents, name)
 
     # ------------------------------------------------------------------ any process

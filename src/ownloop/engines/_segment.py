@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ownloop.agent import Agent
 from ownloop.contracts import Actor, Approval, JournalEntry, RunResult, RunSnapshot
@@ -22,7 +23,7 @@ from ownloop.store._rules import usable_decisions
 __all__ = ["build_agent", "load_resume", "run_segment", "start_record", "summary"]
 
 
-def build_agent(agents: Mapping[str, Callable[[], Agent]], name: str) -> Agent:
+def build_agent(agents: Mapping[str, Callable[[], Agent[Any, Any]]], name: str) -> Agent[Any, Any]:
     """Build the named agent with its factory, as every engine's runner does for a segment.
 
     Args:
@@ -106,7 +107,7 @@ async def load_resume(store: RunStore, run_id: str) -> Json:
 
 
 async def run_segment(
-    agent: Agent, driver: EngineDriver, store: RunStore, run_id: str, start: Json
+    agent: Agent[Any, Any], driver: EngineDriver, store: RunStore, run_id: str, start: Json
 ) -> Json:
     """Run one segment of a run with ``driver``: a new run, or a resume after a pause.
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ownloop.agent import Agent
 from ownloop.clock import Clock
@@ -37,7 +38,7 @@ from ownloop.validators import Accept, CheckFunction, Reject, Verdict
 
 __all__ = ["Ended", "Executor", "ReviewFunction", "Session", "Settings"]
 
-Executor = Agent | Callable[[Limits], Agent]
+Executor = Agent[Any, Any] | Callable[[Limits], Agent[Any, Any]]
 """Runs each subtask: an `Agent`, or a factory building one from the remaining budget."""
 
 ReviewFunction = Callable[[ReviewRequest], Review | Awaitable[Review]]
@@ -138,7 +139,7 @@ class Session:
         return remaining
 
     async def _sub_run(
-        self, phase: Phase, step: int, subtask: str | None, agent: Agent, task: str
+        self, phase: Phase, step: int, subtask: str | None, agent: Agent[Any, Any], task: str
     ) -> RunResult:
         run_id = (
             f"{self.settings.id}-plan" if phase == "plan" else f"{self.settings.id}-{phase}-{step}"

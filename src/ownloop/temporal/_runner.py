@@ -115,7 +115,7 @@ class TemporalRunner:
     def __init__(
         self,
         store: RunStore,
-        agents: Mapping[str, Callable[[], Agent]],
+        agents: Mapping[str, Callable[[], Agent[Any, Any]]],
         client: Client,
         *,
         queue: str = "ownloop",
@@ -211,7 +211,7 @@ class TemporalRunner:
                 logger.warning("run %s: a signalled decision was refused: %s", run_id, refused)
         return stored
 
-    def _agent(self, name: str) -> Agent:
+    def _agent(self, name: str) -> Agent[Any, Any]:
         return build_agent(self.agents, name)
 
     # ------------------------------------------------------------------ any process
