@@ -6,9 +6,11 @@ Skipped tests are summed up as one line per reason (``-ra`` would print one line
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
 import socket
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -75,16 +77,26 @@ def pytest_collectstart(collector: Any) -> None:
     """Say how collection progresses: importing the test modules takes a while on a busy machine."""
     if not isinstance(collector, pytest.Module):
         return
-    reporter = collector.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None:
+    # Every pytest-xdist worker collects every module, and a worker's terminal goes nowhere:
+    # the first worker tells, on its stderr, which is the controller's.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker not in (None, "gw0"):
         return
     now = time.monotonic()
     started = _COLLECTION.setdefault("started", now)
     count = _COLLECTION["modules"] = _COLLECTION.get("modules", 0) + 1
-    if count % 20 == 1:
-        reporter.write_line(
-            f"collecting: module {count}, {collector.path.name} ({now - started:.0f}s)"
-        )
+    if count % 20 != 1:
+        return
+    line = f"collecting: module {count}, {collector.path.name} ({now - started:.0f}s)"
+    plugins = collector.config.pluginmanager
+    reporter = plugins.get_plugin("terminalreporter")
+    if worker is None:
+        if reporter is not None:
+            reporter.write_line(line)
+        return
+    capture = plugins.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        sys.stderr.write(f"[{worker}] {line}\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

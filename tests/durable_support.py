@@ -49,11 +49,26 @@ def _unavailable(reason: str, in_ci: bool) -> None:
     pytest.skip(f"PostgreSQL tests skipped: {reason}")
 
 
+def fresh_database() -> str:
+    """Return the DSN of a new, empty database of its own (dropped at exit), or skip without one.
+
+    For code that uses the default schema (``ownloop``, as the CLI does), where ``fresh_schema()``
+    cannot apply: the test then owns that schema, whichever tests ran before it in this process.
+    """
+    postgres_dsn()
+    return _new_database(str(os.environ[DSN_VARIABLE]))
+
+
 @functools.cache
 def _session_database(server: str) -> str:
+    return _new_database(server)
+
+
+def _new_database(server: str) -> str:
     import psycopg
     from psycopg.conninfo import make_conninfo
 
+    # The process id and a random part: pytest-xdist workers share the server.
     name = f"ownloop_test_{os.getpid()}_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(server, autocommit=True) as admin:
         admin.execute(f'CREATE DATABASE "{name}"')

@@ -19,6 +19,7 @@ from ownloop.contracts import (
     AssistantMessage,
     BudgetWarning,
     CallIdentity,
+    Conversation,
     EventBase,
     Evidence,
     JournalEntry,
@@ -97,7 +98,11 @@ RECEIPT = Receipt(
     message="timed out after the request was sent",
 )
 EVIDENCE = Evidence(
-    id="doc-1", tool="search_documents", call_ids=("call_1", "call_2"), title="Evaluating agents"
+    id="doc-1",
+    tool="search_documents",
+    call_ids=("call_1", "call_2"),
+    title="Evaluating agents",
+    from_run="run-0",
 )
 ACTOR = Actor(id="user-42", tenant="acme", roles=("analyst", "approver"))
 APPROVAL_REQUEST = ApprovalRequest(
@@ -388,6 +393,13 @@ EVENTS = [
     for seq, payload in enumerate(EVENT_PAYLOADS, start=1)
 ]
 
+CONVERSATION = Conversation(
+    continues="run-0",
+    thread_id="thread-1",
+    earlier_messages=4,
+    earlier_evidence=1,
+    earlier_usage=USAGE,
+)
 RUN_RESULT = RunResult(
     run_id="run-1",
     status=RunStatus.STOPPED,
@@ -406,6 +418,7 @@ RUN_RESULT = RunResult(
     approvals=(APPROVAL,),
     versions=VERSIONS,
     resume=None,
+    conversation=CONVERSATION,
 )
 CALL_IDENTITY = CallIdentity(
     key="call#3",
@@ -502,6 +515,7 @@ RUN_SNAPSHOT = RunSnapshot(
     versions=VERSIONS,
     result=PAUSED_RESULT,
     saved_at=AT,
+    conversation=CONVERSATION,
 )
 
 STREAM_ADAPTER: TypeAdapter[Any] = TypeAdapter(StreamEvent)
@@ -543,6 +557,7 @@ SAMPLES: list[BaseModel] = [
     *EVENTS,
     CALL_IDENTITY,
     RESUME_STATE,
+    CONVERSATION,
     PAUSED_RESULT,
     WRITE_INTENT,
     JOURNAL_ENTRY,

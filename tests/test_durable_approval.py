@@ -13,7 +13,7 @@ import pytest
 from ownloop import Approval
 from ownloop.cli import main
 from ownloop.store import SqliteRunStore
-from tests.durable_support import postgres_dsn
+from tests.durable_support import fresh_database
 from tests.durable_worker import (
     Job,
     job_environment,
@@ -49,7 +49,7 @@ def _job(backend: str, tmp_path: Path) -> tuple[Job, list[str]]:
         mode="run",
     )
     if backend == "postgres":
-        dsn = postgres_dsn()
+        dsn = fresh_database()  # the CLI uses the default schema
         return replace(job, database=dsn, schema="ownloop"), ["--dsn", dsn]
     return job, ["--db", job.database]
 

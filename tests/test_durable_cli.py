@@ -11,7 +11,7 @@ import pytest
 
 from ownloop.cli import main
 from ownloop.store import PostgresRunStore, SqliteRunStore
-from tests.durable_support import postgres_dsn
+from tests.durable_support import fresh_database
 from tests.durable_worker import JOB_VARIABLE, Job, ledger_rows, make_agent
 
 
@@ -217,7 +217,7 @@ def test_postgres_store_from_the_environment(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """OWNLOOP_DATABASE_URL selects PostgreSQL when --db is not given; --dsn does too."""
-    dsn = postgres_dsn()
+    dsn = fresh_database()  # the CLI uses the default schema
 
     async def prepare() -> None:
         async with PostgresRunStore(dsn) as store:

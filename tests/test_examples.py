@@ -38,11 +38,25 @@ EXPECTED = {
         "completed (final_output): Suzhou is the largest (Hangzhou 1252, Nanjing 954, "
         "Suzhou 1296, in 10,000 people).",
     ],
+    "delegation.py": [
+        "  executed: The population of Nanjing is 954 (10,000 people).",
+        "completed (final_output): Suzhou is the largest (Hangzhou 1252, Nanjing 954, "
+        "Suzhou 1296, in 10,000 people).",
+        "one budget: 8 turns, 6 tool calls (executors included)",
+    ],
     "harness_lab.py": [
         "publish      without_permissions  explicit_stop          published_without_permission",
         "loop         instrumented         max_steps              -",
         "max_requests blocks requests_over_budget (it gets through in without_budget)",
         "approval_required        paused (approval_required)",
+    ],
+    "memory_lesson.py": [
+        "turn 1 (thread city-chat): Hangzhou has 1252 x 10,000 residents [pop-Hangzhou].",
+        "turn 2 (thread city-chat): Nanjing has 954 x 10,000 residents, 298 x 10,000 fewer than "
+        "Hangzhou [pop-Nanjing, pop-Hangzhou].",
+        "  short-term: turn 2 started from 6 earlier messages and cited earlier evidence "
+        "pop-Hangzhou",
+        "new thread (other-chat): From long-term memory: This user follows Yangtze River Delta",
     ],
     "email_assistant.py": [
         "paused (approval_required): 'send_reply' needs an approval",
@@ -59,6 +73,7 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENAI_MODEL", "OWNLOOP_API"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("EMAIL_DIR", str(tmp_path))
+    monkeypatch.setenv("OWNLOOP_EXAMPLE_DIR", str(tmp_path))
     monkeypatch.chdir(ROOT)
     return tmp_path
 

@@ -121,7 +121,7 @@ def test_a_store_upgraded_behind_its_back_fails_its_next_save_and_writes_nothing
 
 
 def test_every_write_of_a_fenced_store_is_refused(database: Database, run: Run) -> None:
-    """Journal records, leases and decisions of a fenced store are refused; nothing changes."""
+    """Journal records, leases, decisions and threads of a fenced store are refused; no change."""
     store = database.open()
     _paused_run(store, run)
     lease = run(store.acquire_lease("run-1", "worker-a", 60))
@@ -135,6 +135,7 @@ def test_every_write_of_a_fenced_store_is_refused(database: Database, run: Run) 
     )
     run(store.record_intent(intent, lease=lease))
     run(store.submit_approval("run-1", Approval(request_id="req-1", approved=True, approver="a")))
+    run(store.append_to_thread("t-1", "run-1", after=None))
     database.upgrade()
     receipt = Receipt(call_id="c1", tool="export", status="ok", effect="applied")
     writes: list[Coroutine[Any, Any, Any]] = [
@@ -148,6 +149,7 @@ def test_every_write_of_a_fenced_store_is_refused(database: Database, run: Run) 
         store.release_lease(lease),
         store.submit_approval("run-1", Approval(digest="dg", approved=False, approver="b")),
         store.withdraw_approvals("run-1", "req-1"),
+        store.append_to_thread("t-1", "run-2", after="run-1"),
     ]
     for write in writes:
         with pytest.raises(StoreUpgraded):
@@ -155,6 +157,7 @@ def test_every_write_of_a_fenced_store_is_refused(database: Database, run: Run) 
     assert database.query("SELECT call_id, receipt FROM {s}.journal") == [("c1", None)]
     assert database.query("SELECT run_id, owner FROM {s}.leases") == [("run-1", "worker-a")]
     assert database.query("SELECT count(*) FROM {s}.approvals") == [(1,)]
+    assert database.query("SELECT run_id FROM {s}.threads") == [("run-1",)]
 
 
 def test_a_store_opened_after_the_upgrade_is_refused_at_once(database: Database, run: Run) -> None:

@@ -31,7 +31,7 @@ from ownloop.contracts import (
 from ownloop.exceptions import RunLeased, StaleCheckpoint, StoreError
 from ownloop.store import PostgresRunStore, SqliteRunStore
 from ownloop.store._layout import PARTS, KnownRuns, first_change, plan_save
-from ownloop.store._schema import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS
+from ownloop.store._schema import POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS, STORE_SCHEMA_VERSION
 from tests.durable_support import T0, VERSIONS, fresh_schema, postgres_dsn, snapshot
 from tests.durable_worker import Job, ledger_rows, make_agent
 
@@ -345,17 +345,19 @@ def _old_database(database: Database, schema_version: int, sample: RunSnapshot) 
     )
 
 
-@pytest.mark.parametrize("schema_version", [1, 2, 3])
+@pytest.mark.parametrize("schema_version", [1, 2, 3, 4])
 def test_an_old_database_is_upgraded_and_its_paused_run_resumes(
     database: Database, run: Run, tmp_path: Path, schema_version: int
 ) -> None:
-    """A store schema 1, 2 or 3 database upgrades on open; its paused run loads, resumes, moves."""
+    """A store schema 1-4 database upgrades on open; its paused run loads, resumes, moves."""
     sample = RunSnapshot.model_validate_json((SAMPLES / "v1_paused.json").read_text())
     _old_database(database, schema_version, sample)
     store = database.open()
     stored = run(store.get(sample.run_id))
     assert (stored.version, stored.snapshot) == (3, sample)
-    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [(4,)]
+    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [
+        (STORE_SCHEMA_VERSION,)
+    ]
     request = sample.approval_requests[0].id
     run(
         store.submit_approval(

@@ -93,9 +93,10 @@ def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> 
         "leases",
         "journal",
         "approvals",
+        "threads",
         "ownloop_schema",
     }
-    assert version == [(1,), (2,), (3,), (4,)]
+    assert version == [(1,), (2,), (3,), (4,), (5,)]
 
 
 def test_hand_written_newer_snapshot_fails_fast(store: PostgresRunStore, dsn: str) -> None:
@@ -129,9 +130,9 @@ def test_corrupt_records_are_store_errors(store: PostgresRunStore, dsn: str) -> 
 def test_schema_of_a_newer_store_is_refused(store: PostgresRunStore, dsn: str) -> None:
     """A schema laid out by a newer ownloop fails fast on connection."""
     asyncio.run(store.get("warm-up"))
-    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (5)")
+    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (6)")
     newcomer = PostgresRunStore(dsn, schema=store.schema)
-    with pytest.raises(SchemaVersionError, match="store schema version 5"):
+    with pytest.raises(SchemaVersionError, match="store schema version 6"):
         asyncio.run(newcomer.get("run-1"))
 
 

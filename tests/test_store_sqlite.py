@@ -45,8 +45,11 @@ def test_file_is_in_wal_mode_with_its_schema_version(tmp_path: Path) -> None:
     raw = _raw(tmp_path / "runs.db")
     assert raw.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     tables = {name for (name,) in raw.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"runs", "run_items", "leases", "journal", "approvals", "ownloop_schema"} <= tables
-    assert raw.execute("SELECT version FROM ownloop_schema").fetchall() == [(1,), (2,), (3,), (4,)]
+    assert {"runs", "run_items", "leases", "journal", "approvals", "threads", "ownloop_schema"} <= (
+        tables
+    )
+    versions = raw.execute("SELECT version FROM ownloop_schema").fetchall()
+    assert versions == [(1,), (2,), (3,), (4,), (5,)]
     raw.close()
     asyncio.run(store.close())
     reopened = SqliteRunStore(tmp_path / "runs.db")  # migrations do not run twice
@@ -125,9 +128,9 @@ def test_database_of_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
     """Opening a file laid out by a newer ownloop fails fast and leaves it untouched."""
     asyncio.run(SqliteRunStore(tmp_path / "runs.db").close())
     raw = _raw(tmp_path / "runs.db")
-    raw.execute("INSERT INTO ownloop_schema VALUES (5, 'later')")
+    raw.execute("INSERT INTO ownloop_schema VALUES (6, 'later')")
     raw.close()
-    with pytest.raises(SchemaVersionError, match="store schema version 5"):
+    with pytest.raises(SchemaVersionError, match="store schema version 6"):
         SqliteRunStore(tmp_path / "runs.db")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from datetime import timedelta
@@ -14,9 +15,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ownloop import Approval, RunStatus, StopReason
+from ownloop import Agent, Approval, RunStatus, StopReason
 from ownloop.contracts import utc_now
 from ownloop.store import PostgresRunStore, RunStore, SqliteRunStore
+from ownloop.testing import ScriptedModel, final
 from ownloop.ui import (
     UiApp,
     address,
@@ -585,3 +587,50 @@ def test_a_decision_by_digest_from_elsewhere_refuses_the_pages_decision(tmp_path
     assert "was already decided: denied by bob" in text
     assert "was already decided" in again
     assert [(a.approver, a.approved, a.request_id) for a in submitted] == [("bob", False, None)]
+
+
+class _WithoutThreads:
+    """A custom store that keeps no threads: its thread pages are empty."""
+
+    def __init__(self, inner: RunStore) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("append_to_thread", "thread_runs"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+def test_a_thread_shows_its_runs_as_one_timeline(tmp_path: Path) -> None:
+    """The thread page lists each run of a conversation in order; a run page links its thread."""
+
+    async def scenario() -> tuple[str, str, str, int]:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            for number, task in enumerate(("first <b>question</b>", "follow-up"), start=1):
+                agent = Agent(ScriptedModel([final(f"answer {number}")]), store=store)
+                await agent.run(task, thread_id="chat<1>", run_id=f"turn-{number}")
+            app = create_app(store, approver="alice", token=TOKEN)
+            async with client(app) as http:
+                thread = await http.get("/threads/chat%3C1%3E")
+                run = await http.get("/runs/turn-2")
+                missing = await http.get("/threads/none")
+            async with client(
+                create_app(_WithoutThreads(store), approver="a", token=TOKEN)
+            ) as http:
+                assert (await http.get("/threads/chat%3C1%3E")).status_code == 404
+            with sqlite3.connect(tmp_path / "runs.db") as raw:  # pruned: the thread row stays
+                raw.execute("DELETE FROM runs WHERE run_id = 'turn-1'")
+            async with client(app) as http:
+                pruned = (await http.get("/threads/chat%3C1%3E")).text
+            assert "turn-1" not in pruned
+            assert 'Turn 1: run <a href="/runs/turn-2">' in pruned
+            return thread.text, run.text, missing.text, missing.status_code
+
+    thread, run, missing, status = asyncio.run(scenario())
+    assert thread.index("Turn 1: run") < thread.index("turn-1") < thread.index("Turn 2: run")
+    assert thread.index("answer 1") < thread.index("answer 2")
+    assert "first &lt;b&gt;question&lt;/b&gt;" in thread
+    assert "Thread <code>chat&lt;1&gt;</code>" in thread
+    assert thread.count('class="timeline"') == 2
+    assert 'Part of thread <a href="/threads/chat%3C1%3E"><code>chat&lt;1&gt;</code></a>' in run
+    assert (status, "No runs in this thread." in missing) == (404, True)

@@ -67,6 +67,7 @@ def snapshot_of_result(paused: RunResult) -> RunSnapshot:
         elapsed_s=resume.elapsed_s,
         versions=paused.versions,
         result=paused,
+        conversation=paused.conversation,
     )
 
 

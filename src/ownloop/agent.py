@@ -8,6 +8,7 @@ implementation.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import os
@@ -26,6 +27,13 @@ from ownloop._agent_checks import (
     tool_versions,
     warn_never_offered,
 )
+from ownloop._agent_history import (
+    History,
+    check_fresh_authority,
+    continuation,
+    start_from,
+    with_history,
+)
 from ownloop._agent_output import output_spec, typed_result
 from ownloop._agent_support import (
     check_requests,
@@ -34,6 +42,7 @@ from ownloop._agent_support import (
     snapshot_of_result,
     usable_submissions,
 )
+from ownloop._agent_threads import thread_state
 from ownloop._text import clean_text
 from ownloop._version import __version__
 from ownloop.clock import Clock, SystemClock
@@ -58,6 +67,7 @@ from ownloop.contracts import (
     Versions,
 )
 from ownloop.cost import PriceTable
+from ownloop.delegation import agent_tool
 from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
 from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
 from ownloop.models import AgentModel
@@ -66,7 +76,7 @@ from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore
 from ownloop.streaming import RunStream
-from ownloop.tools import RunContext, ToolRegistry, ValidatedCall
+from ownloop.tools import RegisteredTool, RunContext, ToolRegistry, ValidatedCall
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
     CheckFunction,
@@ -258,6 +268,57 @@ class Agent(Generic[DepsT, OutputT]):
         spec = self._output
         return None if spec is None else f"{spec.format.name}:{spec.mode}:{spec.digest}"
 
+    def as_tool(
+        self,
+        *,
+        name: str,
+        description: str,
+        effect: Literal["read", "write"],
+        limits: Limits | None = None,
+        on_stop: Literal["observe", "end"] = "observe",
+    ) -> RegisteredTool:
+        """Return this agent as a tool of a parent (``parent_registry.register(...)``).
+
+        The child runs under the parent run's remaining budgets, its actor, its policy
+        intersected with the child's, and its approvals; see `ownloop.delegation.agent_tool`
+        and docs/delegation.md.
+
+        Args:
+            name: The tool's name, as the parent's model calls it.
+            description: What this agent does, for the parent's model.
+            effect: ``"read"`` (the child's writes are denied) or ``"write"``.
+            limits: Caps for the child below what the parent has left.
+            on_stop: ``"observe"`` tells the parent's model how the child stopped; ``"end"``
+                ends the parent run with the child's stop.
+
+        Returns:
+            The tool.
+        """
+        return agent_tool(
+            self, name=name, description=description, effect=effect, limits=limits, on_stop=on_stop
+        )
+
+    def delegated(
+        self, limits: Limits, policy: Policy, sinks: Sequence[TraceSink] = ()
+    ) -> Agent[DepsT, OutputT]:
+        """Return this agent under other limits and policy, for one delegated run segment.
+
+        The recorded versions stay this agent's, so the child run resumes under either.
+
+        Args:
+            limits: The segment's budgets.
+            policy: The segment's policy (the caller's intersected with this agent's).
+            sinks: The caller's trace sinks, added to this agent's (one trace).
+
+        Returns:
+            A shallow copy sharing the model, tools, store and driver.
+        """
+        derived = copy.copy(self)
+        derived.limits, derived.policy = limits, policy
+        derived._config = dataclasses.replace(self._config, limits=limits, policy=policy)
+        derived._sinks = (*self._sinks, *(sink for sink in sinks if sink not in self._sinks))
+        return derived
+
     def offered_tools(self, actor: Actor | None) -> tuple[ToolSpec, ...]:
         """Return the tools the model is offered for this actor: those the policy does not deny.
 
@@ -281,6 +342,8 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run the task to a terminal state (or a pause) and return everything that happened.
 
@@ -291,6 +354,11 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front, bound to exact calls by digest.
             deps: The application's objects for this run (``deps_type``): tools read them as
                 ``ctx.deps``; never stored or traced.
+            history: An earlier result (or its messages) this run continues: it starts with
+                that conversation plus ``task``, and may cite the earlier evidence; its budgets,
+                id, trace and approvals are its own (see the Conversations page).
+            thread_id: A stored thread to continue: the run continues the thread's last
+                finished run and is recorded as its next one (needs a store).
 
         Returns:
             The result. Budget stops, denials, pauses and model failures are results.
@@ -300,9 +368,30 @@ class Agent(Generic[DepsT, OutputT]):
                 run id is not 1-128 characters.
             UnexpectedModelCall: If a scripted model ran out of steps (a test bug).
             ConfigurationError: If the agent declares ``deps_type`` and ``deps`` is missing or
-                of another type.
+                of another type, or the history cannot be continued (a paused or unresolved
+                run), or an approval was given to the earlier run.
+            ThreadBusy: If the thread's last run is not finished, or another follow-up
+                continued it first.
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        if thread_id is None:
+            state = self.new_state(
+                task, actor=actor, run_id=run_id, approvals=approvals, deps=deps, history=history
+            )
+        else:
+            state = await thread_state(
+                self.store,
+                thread_id,
+                history,
+                lambda previous: self.new_state(
+                    task,
+                    actor=actor,
+                    run_id=run_id,
+                    approvals=approvals,
+                    deps=deps,
+                    history=previous,
+                    thread_id=thread_id,
+                ),
+            )
         return await self._drive(state)
 
     def run_stream(
@@ -314,6 +403,7 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Iterable[Approval] = (),
         warn_at: float = 0.8,
         deps: DepsT | None = None,
+        history: History | None = None,
     ) -> RunStream[OutputT]:
         """Run the task, yielding its events as they happen; the last one carries the result.
 
@@ -324,6 +414,7 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front.
             warn_at: The share of a budget at which a `BudgetWarning` is emitted.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues, as in `run`.
 
         Returns:
             The stream (the run starts when it is first read); leaving it early cancels the run.
@@ -331,7 +422,9 @@ class Agent(Generic[DepsT, OutputT]):
         Raises:
             InputRejected: If the task or run id is not acceptable (before anything runs).
         """
-        state = self.new_state(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps)
+        state = self.new_state(
+            task, actor=actor, run_id=run_id, approvals=approvals, deps=deps, history=history
+        )
         return RunStream[OutputT](state, self._drive, limits=self.limits, warn_at=warn_at)
 
     @property
@@ -353,6 +446,8 @@ class Agent(Generic[DepsT, OutputT]):
         approvals: Iterable[Approval] = (),
         clock: Clock | None = None,
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunState:
         """Build a new run's state, checking its inputs first (what `run` starts from).
 
@@ -363,6 +458,8 @@ class Agent(Generic[DepsT, OutputT]):
             approvals: Decisions given up front.
             clock: The clock the run reads; the agent's by default.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues.
+            thread_id: The thread the run is recorded in (recorded with its conversation).
 
         Returns:
             The state, with the opening messages.
@@ -373,19 +470,23 @@ class Agent(Generic[DepsT, OutputT]):
         """
         run_id = self._check_inputs(task, run_id)
         check_deps(self.deps_type, deps, "run")
+        earlier, approvals = continuation(history, thread_id=thread_id), list(approvals)
+        check_fresh_authority(earlier, approvals)
         task = clean_text(task)  # an unpaired surrogate would break every trace and store
         clock = clock if clock is not None else self._config.clock
-        return RunState(
+        opening = self._opening_messages(RunContext(run_id, task, actor, cast("DepsT", deps)))
+        state = RunState(
             run_id=run_id,
             task=task,
             actor=actor,
             started_at=clock.monotonic(),
             trace=TraceRecorder(run_id, clock, self._sinks, redactor=self._trace_redactor()),
-            messages=self._opening_messages(RunContext(run_id, task, actor, cast("DepsT", deps))),
+            messages=with_history(opening, earlier),
             tools=self.offered_tools(actor),
-            approvals=list(approvals),
+            approvals=approvals,
             deps=deps,
         )
+        return start_from(state, earlier)
 
     async def _drive(self, state: RunState) -> RunResult[OutputT]:
         """Drive a run, holding its lease for the whole segment when a store is configured."""
@@ -433,6 +534,8 @@ class Agent(Generic[DepsT, OutputT]):
         run_id: str | None = None,
         approvals: Iterable[Approval] = (),
         deps: DepsT | None = None,
+        history: History | None = None,
+        thread_id: str | None = None,
     ) -> RunResult[OutputT]:
         """Run the task from synchronous code; the same as awaiting `run`.
 
@@ -442,6 +545,8 @@ class Agent(Generic[DepsT, OutputT]):
             run_id: An id for the run; a random one by default.
             approvals: Decisions given up front.
             deps: The application's objects for this run.
+            history: An earlier result (or messages) the run continues.
+            thread_id: A stored thread to continue.
 
         Returns:
             The result.
@@ -450,7 +555,15 @@ class Agent(Generic[DepsT, OutputT]):
             ConfigurationError: If called while an event loop is running (await `run` instead).
         """
         return run_blocking(
-            lambda: self.run(task, actor=actor, run_id=run_id, approvals=approvals, deps=deps),
+            lambda: self.run(
+                task,
+                actor=actor,
+                run_id=run_id,
+                approvals=approvals,
+                deps=deps,
+                history=history,
+                thread_id=thread_id,
+            ),
             "run",
         )
 

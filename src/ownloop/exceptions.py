@@ -25,6 +25,7 @@ tool that cannot be described), and *run failures* that carry the context needed
         ├── StaleCheckpoint             a newer checkpoint exists (optimistic version check)
         ├── RunLeased                   another worker holds the run's lease
         ├── RunNotFound                 no run with that id is stored
+        ├── ThreadBusy                  a thread's last run is not finished, or moved on
         └── SchemaVersionError          a stored record is newer than this ownloop reads
             └── StoreUpgraded           a newer release upgraded the store under this process
 
@@ -54,6 +55,7 @@ __all__ = [
     "StaleCheckpoint",
     "StoreError",
     "StoreUpgraded",
+    "ThreadBusy",
     "ToolDefinitionError",
     "TransientModelError",
     "TransientToolError",
@@ -315,6 +317,15 @@ class RunLeased(StoreError):
 
 class RunNotFound(StoreError):
     """No run with the given id is stored."""
+
+
+class ThreadBusy(StoreError):
+    """A follow-up cannot continue the thread from where it stands.
+
+    The thread's last run is paused (decide its approval and resume it first), still running,
+    or unresolved; or another follow-up was recorded in the thread first, so this one would
+    continue a point that is no longer the thread's last (load the thread again).
+    """
 
 
 class SchemaVersionError(StoreError):

@@ -291,6 +291,7 @@ def citations_observed(
     fields: Sequence[str] | None = None,
     extract: EvidenceExtractor | None = None,
     citation_field: str | None = None,
+    earlier: bool = True,
 ) -> CompletionValidator:
     """Require every id cited in the answer to name evidence the model was shown in this run.
 
@@ -313,6 +314,9 @@ def citations_observed(
         extract: A function ``(result) -> ids`` (or ``(id, title)`` pairs) used instead of
             ``fields``.
         citation_field: For typed answers, the attribute (or key) holding the citations.
+        earlier: Whether evidence an earlier run of the conversation observed counts (carried
+            over by ``agent.run(task, history=...)``, marked with ``Evidence.from_run``); with
+            ``False`` only what a tool returned in this run may be cited.
 
     Returns:
         The validator; the run records evidence with its rule. A made-up or unreadable citation
@@ -342,8 +346,15 @@ def citations_observed(
                 f"the answer has citation(s) that cannot be read: {', '.join(unreadable[:10])}; "
                 "cite as [ID] or [ID1, ID2], with each id exactly as a tool showed it"
             )
-        known = sorted({item.id for item in evidence})
+        known = sorted({item.id for item in evidence if earlier or item.from_run is None})
         unknown = [item for item in cited if item not in set(known)]
+        old = {item.id: item.from_run for item in evidence if item.from_run is not None}
+        if unknown and not earlier and set(unknown) <= set(old):
+            return Reject(
+                f"the answer cites {_listed(unknown)}, which only an earlier run of the "
+                f"conversation observed (run {old[unknown[0]]}); look it up again in this run "
+                f"before citing it (observed in this run: {_listed(known)})"
+            )
         if unknown:
             return Reject(
                 f"the answer cites {_listed(unknown)}, which no tool showed in this run "
@@ -359,6 +370,8 @@ def citations_observed(
         return Accept()
 
     label = f"citations_observed(min_citations={min_citations})"
+    if not earlier:  # the default keeps the label (and the digest) stored runs carry
+        label = f"citations_observed(min_citations={min_citations}, earlier=False)"
     return CompletionValidator(check, label, evidence_rule=rule if fields or extract else None)
 
 

@@ -51,6 +51,11 @@ assert_type(result.output, Invoice | None)
 assert_type(result.raw_output, str | None)
 assert_type(typed.resume_sync(result), RunResult[Invoice])
 assert_type(typed.run_stream("task"), RunStream[Invoice])
+assert_type(typed.run_sync("and then?", history=result), RunResult[Invoice])
+assert_type(typed.run_sync("and then?", history=result.messages), RunResult[Invoice])
+assert_type(text_agent.run_sync("from a typed turn", history=result), RunResult[str])
+assert_type(typed.run_sync("in a thread", thread_id="chat-1"), RunResult[Invoice])
+typed.run_sync("and then?", history="earlier text")  # type: ignore[arg-type]
 
 counted = Agent(model, output_type=int)
 assert_type(counted.run_sync("task").output, int | None)

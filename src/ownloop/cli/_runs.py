@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ownloop.agent import Agent
-from ownloop.cli import _listing, _retain
+from ownloop.cli import _listing, _retain, _threads
 from ownloop.cli._output import CLI_REDACTOR, agent_redactor, say, say_json
 from ownloop.contracts import Approval, RunResult, RunSnapshot, RunStatus
 from ownloop.exceptions import ConfigurationError, RunNotFound
@@ -65,6 +65,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     listing.add_argument("--limit", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print JSON lines")
     _listing.add_filters(listing)
+    _threads.add_thread_option(listing)
     listing.set_defaults(handler=list_runs)
     show = actions.add_parser("show", help="show a run: state, approvals, writes, answer")
     show.add_argument("run_id", metavar="RUN_ID", help="the run to show")
@@ -199,6 +200,8 @@ def list_runs(arguments: argparse.Namespace) -> int:
         return 0
 
     async def listing(store: RunStore) -> list[Any]:
+        if arguments.thread is not None:
+            return await _threads.thread_summaries(store, arguments.thread, arguments)
         return await store.list_runs(
             state=arguments.state,
             status=arguments.status,
@@ -217,7 +220,7 @@ def list_runs(arguments: argparse.Namespace) -> int:
             f"{line.run_id:<34} {line.state:<9} {line.status or '-':<11} "
             f"{line.stop_reason or '-':<20} {line.version:>7} {line.updated_at.isoformat()}"
         )
-    more = _listing.next_page(lines, arguments.limit)
+    more = None if arguments.thread else _listing.next_page(lines, arguments.limit)
     if more is not None:
         print(more)
     return 0
@@ -294,6 +297,8 @@ def _print_snapshot(snapshot: RunSnapshot, version: int, show: _Display) -> None
     print(f"state:       {snapshot.state}{outcome}")
     print(f"version:     {version}, saved {snapshot.saved_at.isoformat()}")
     print(show.text(f"task:        {snapshot.task}"))
+    if snapshot.conversation is not None:
+        print(show.text(f"continues:   {_threads.describe(snapshot.conversation)}"))
     print(f"usage:       steps={usage.steps} tool_calls={usage.tool_calls}")
     for request in snapshot.approval_requests:
         arguments = json.dumps(show.value(request.arguments), sort_keys=True)

@@ -7,7 +7,7 @@ import json
 import sys
 
 from ownloop.contracts import EventBase
-from ownloop.tracing import diagnose, read_trace, split_runs, timeline
+from ownloop.tracing import diagnose, nest_runs, read_trace, split_runs, timeline
 
 __all__ = ["register", "run_diagnose", "run_show"]
 
@@ -79,12 +79,18 @@ def run_show(arguments: argparse.Namespace) -> int:
     runs = _runs(arguments)
     if runs is None:
         return 2
-    timelines = [timeline(run) for run in runs.values()]
+    nested = nest_runs(runs)  # a delegated agent's run follows its caller's, indented
+    timelines = [(depth, timeline(runs[run_id])) for depth, run_id in nested]
     if arguments.json:
-        print(json.dumps([item.model_dump(mode="json") for item in timelines], indent=2))
+        print(json.dumps([item.model_dump(mode="json") for _, item in timelines], indent=2))
     else:
-        print("\n\n".join(item.render() for item in timelines))
+        print("\n\n".join(_indent(item.render(), depth) for depth, item in timelines))
     return 0
+
+
+def _indent(text: str, depth: int) -> str:
+    prefix = "    " * depth
+    return "\n".join(prefix + line if line else line for line in text.splitlines())
 
 
 def run_diagnose(arguments: argparse.Namespace) -> int:

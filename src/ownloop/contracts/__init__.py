@@ -59,7 +59,7 @@ from ownloop.contracts.model import (
 )
 from ownloop.contracts.operations import RunStats
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
-from ownloop.contracts.results import ResumeState, RunResult
+from ownloop.contracts.results import Conversation, ResumeState, RunResult
 from ownloop.contracts.status import RunStatus, StopReason, ToolVersion, Versions
 from ownloop.contracts.stream import BudgetWarning, StreamEnded, StreamEvent, TextDelta
 from ownloop.contracts.tools import (
@@ -89,6 +89,7 @@ __all__ = [
     "CompletionRejected",
     "ConfigurationChanged",
     "ContextCompacted",
+    "Conversation",
     "Effect",
     "EffectReconciled",
     "EventBase",

@@ -18,7 +18,7 @@ from ownloop.contracts.events import TraceEvent
 from ownloop.contracts.limits import Limits, Usage
 from ownloop.contracts.messages import Message
 from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOperation
-from ownloop.contracts.results import RunResult
+from ownloop.contracts.results import Conversation, RunResult
 from ownloop.contracts.status import Versions
 from ownloop.contracts.tools import CallIdentity, Evidence, Receipt, ToolCall
 
@@ -70,6 +70,8 @@ class RunSnapshot(Record):
         versions: The versions producing the run.
         result: The outcome, once finished or paused.
         saved_at: When the snapshot was taken.
+        conversation: The earlier turns the run continued, if any (its first messages hold
+            them).
     """
 
     schema_version: int = SNAPSHOT_SCHEMA_VERSION
@@ -96,6 +98,7 @@ class RunSnapshot(Record):
     versions: Versions
     result: RunResult | None = None
     saved_at: datetime = Field(default_factory=utc_now)
+    conversation: Conversation | None = None
 
 
 class WriteIntent(Record):

@@ -14,7 +14,7 @@ from ownloop.contracts.policy import Actor, Approval, ApprovalRequest, PendingOp
 from ownloop.contracts.status import RunStatus, StopReason, Versions
 from ownloop.contracts.tools import CallIdentity, Evidence, Receipt, ToolCall
 
-__all__ = ["OutputT", "ResumeState", "RunResult"]
+__all__ = ["Conversation", "OutputT", "ResumeState", "RunResult"]
 
 if TYPE_CHECKING:
     from typing_extensions import TypeVar
@@ -27,6 +27,31 @@ else:
     from typing import TypeVar
 
     OutputT = TypeVar("OutputT")
+
+
+class Conversation(Record):
+    """Where a run's conversation began: the earlier turns it continues, recorded once.
+
+    The earlier turns themselves are the first messages of the run (after its own
+    instructions); this record says where they came from, so a resume in another process
+    continues from the recorded conversation and never rebuilds it.
+
+    Attributes:
+        continues: The run whose result this run continues (``None`` when the history was
+            given as messages).
+        thread_id: The stored thread the run belongs to (``agent.run(task, thread_id=...)``).
+        earlier_messages: How many messages of the earlier turns the run started with.
+        earlier_evidence: How many evidence items the run carried over from them.
+        earlier_usage: What the earlier runs of the conversation used, summed (every budget of
+            this run counts this run alone; this run's ``usage`` plus this is the
+            conversation's total, for a cap the application keeps across turns).
+    """
+
+    continues: Identifier | None = None
+    thread_id: Identifier | None = None
+    earlier_messages: int = Field(default=0, ge=0)
+    earlier_evidence: int = Field(default=0, ge=0)
+    earlier_usage: Usage = Usage()
 
 
 class ResumeState(Record):
@@ -84,6 +109,8 @@ class RunResult(Record, Generic[OutputT]):
         approvals: Every approval decision applied in the run: the audit trail.
         versions: The versions that produced the run.
         resume: What `Agent.resume` needs to continue a paused run.
+        conversation: The earlier turns the run continued, when it continued any
+            (``agent.run(task, history=...)`` or ``thread_id=...``).
     """
 
     run_id: Identifier
@@ -103,6 +130,7 @@ class RunResult(Record, Generic[OutputT]):
     approvals: tuple[Approval, ...] = ()
     versions: Versions
     resume: ResumeState | None = None
+    conversation: Conversation | None = None
 
     def summary(self) -> str:
         """Say how the run ended, why, and what it produced, in a few readable lines.

@@ -114,19 +114,24 @@ class Receipt(Record):
 
 
 class Evidence(Record):
-    """Something a tool really returned in this run that a final answer may cite.
+    """Something a tool really returned that a final answer may cite.
 
     Attributes:
         id: The identifier the tool gave the item (for example a document id).
         tool: The tool that returned it.
-        call_ids: Every call that returned it, in order; duplicates are merged here.
+        call_ids: Every call that returned it, in order; duplicates are merged here (calls of
+            the run named by ``from_run`` when that is set).
         title: A short label, if the item carried one.
+        from_run: The earlier run of the conversation that observed it, when the run carried
+            it over from its history (``agent.run(task, history=...)``); ``None`` for evidence
+            a tool returned in this run. A validator tells the two apart by it.
     """
 
     id: Identifier
     tool: ToolName
     call_ids: tuple[Identifier, ...]
     title: str | None = Field(default=None, max_length=512)
+    from_run: Identifier | None = None
 
 
 class CallIdentity(Record):

@@ -1,6 +1,7 @@
 """The loop core: the run as a state machine that yields effects and never performs them."""
 
 from ownloop.loop._deadline import run_deadline, set_run_deadline
+from ownloop.loop._delegate import Delegated
 from ownloop.loop._snapshot import restore_state, snapshot_of
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.core import LoopGenerator, run_loop
@@ -32,6 +33,7 @@ __all__ = [
     "CallModel",
     "ConfirmLease",
     "Decided",
+    "Delegated",
     "Effect",
     "Failure",
     "InvokeTool",

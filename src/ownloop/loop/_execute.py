@@ -27,6 +27,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import TransientToolError
 from ownloop.identity import DIGEST_VERSION
+from ownloop.loop._delegate import caller_run, journals_write, settle_delegation
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._revision import current_revision
 from ownloop.loop.config import LoopConfig
@@ -75,6 +76,7 @@ def tool_context(
     revision: str | None,
     *,
     key: str,
+    share: int = 1,
 ) -> ToolContext:
     """Build what a handler (or a reconcile lookup) is told about the run.
 
@@ -85,6 +87,7 @@ def tool_context(
         attempt: The attempt number, from 1.
         revision: The current revision.
         key: The call's journal key (its idempotency key derives from it).
+        share: How many agent tools of one group split what the run has left.
 
     Returns:
         The context; write tools get the call's idempotency key.
@@ -101,6 +104,7 @@ def tool_context(
         deadline=config.clock.now() + timedelta(seconds=max(remaining, 0.0)),
         deps=state.deps,
         revision=revision,
+        caller=caller_run(config, state, key, share) if validated.tool.delegates else None,
     )
 
 
@@ -127,7 +131,7 @@ def execute(
     """
     spec = validated.tool.spec
     protect_sensitive(state, validated)
-    if config.durable and spec.effect == "write":
+    if journals_write(config, validated.tool):
         yield RecordIntent(
             WriteIntent(
                 run_id=state.run_id,
@@ -287,7 +291,8 @@ def judge_attempt(
         RunEnded: The receipt cannot be believed (failed / receipt_invalid).
     """
     spec, call_id = validated.tool.spec, validated.call.id
-    receipt = _receipt(spec, call_id, attempted.outcome, attempted.revision)
+    outcome = settle_delegation(state, validated, attempted.outcome)
+    receipt = _receipt(spec, call_id, outcome, attempted.revision)
     state.trace.emit(
         ToolFinished,
         call_id=call_id,
@@ -304,7 +309,7 @@ def judge_attempt(
         return receipt_invalid(state, validated, receipt, problem, key=key)
     if receipt.status != "transient":
         state.receipts.append(receipt)
-        if config.durable and spec.effect == "write":
+        if journals_write(config, validated.tool):
             yield RecordReceipt(state.run_id, key, receipt)
     return receipt
 

@@ -80,9 +80,13 @@ def run_group(config: LoopConfig, state: RunState) -> Generator[Effect, Outcome,
     if not members:
         return 0
     before = yield from current_revision(config)
+    share = sum(member.validated.tool.delegates for member in members)  # agents split the rest
     outcome = yield InvokeTools(
         tuple(
-            InvokeTool(m.validated, tool_context(config, state, m.validated, 1, before, key=m.key))
+            InvokeTool(
+                m.validated,
+                tool_context(config, state, m.validated, 1, before, key=m.key, share=share),
+            )
             for m in members
         ),
         config.limits.max_parallel_tools,

@@ -58,6 +58,7 @@ def snapshot_of(
         versions=config.versions,
         result=result,
         saved_at=config.clock.now(),
+        conversation=state.conversation,
     )
     return head.model_copy(
         update={
@@ -118,4 +119,5 @@ def restore_state(
         approval_requests=list(snapshot.approval_requests),
         prior_trace=snapshot.trace,
         journal={entry.intent.call_id: entry for entry in journal},
+        conversation=snapshot.conversation,
     )

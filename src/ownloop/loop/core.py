@@ -418,4 +418,5 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[A
         approvals=tuple(state.decisions),
         versions=config.versions,
         resume=resume,
+        conversation=state.conversation,
     )

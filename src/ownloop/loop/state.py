@@ -12,6 +12,7 @@ from ownloop.contracts import (
     Approval,
     ApprovalRequest,
     CallIdentity,
+    Conversation,
     Evidence,
     JournalEntry,
     Message,
@@ -74,6 +75,7 @@ class RunState:
             was first validated (checkpointed; dropped once the call is answered).
         admitted_by: The decision that admitted each call in progress, by journal key
             (journaled with a write's intent).
+        conversation: Where the earlier turns the run continues came from, if any.
     """
 
     run_id: str
@@ -105,6 +107,7 @@ class RunState:
     taken_over_from: str | None = None
     identities: dict[str, CallIdentity] = field(default_factory=dict)
     admitted_by: dict[str, Approval] = field(default_factory=dict)
+    conversation: Conversation | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""
@@ -199,7 +202,7 @@ class RunState:
         """
         for item_id, title in shown_evidence(rule or EvidenceRule(), data, shown):
             known = self.evidence.get(item_id)
-            if known is None:
+            if known is None or known.from_run is not None:  # seen again: now this run's
                 self.evidence[item_id] = Evidence(
                     id=item_id, tool=tool, call_ids=(call_id,), title=title
                 )

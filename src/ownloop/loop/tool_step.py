@@ -20,6 +20,7 @@ from ownloop.contracts import (
     ToolProposed,
     ToolRejected,
 )
+from ownloop.loop._delegate import journals_write
 from ownloop.loop._execute import execute, replay_journaled
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._gateway import admit
@@ -128,7 +129,7 @@ def _from_journal(
     It is neither re-authorised nor re-approved (its approval was given and consumed before its
     intent was journaled), and never executed again; a request waiting for it is dropped.
     """
-    if not (config.durable and validated.tool.spec.effect == "write"):
+    if not journals_write(config, validated.tool):
         return None
     receipt = replay_journaled(state, validated, key)
     if receipt is not None:

@@ -12,6 +12,7 @@ from ownloop.store._port import RunStore, StoredRun
 from ownloop.store._postgres import PostgresRunStore
 from ownloop.store._retention import PruneReport, Retention
 from ownloop.store._sqlite import SqliteRunStore
+from ownloop.store._threads import ThreadStore
 
 __all__ = [
     "MemoryRunStore",
@@ -22,6 +23,7 @@ __all__ = [
     "RunStore",
     "SqliteRunStore",
     "StoredRun",
+    "ThreadStore",
     "check_schema",
     "run_cursor",
     "summarize",

@@ -39,6 +39,7 @@ from ownloop.store._rules import (
     withdrawn,
 )
 from ownloop.store._stats import USAGE_FIELDS, RunStats, gather
+from ownloop.store._threads import MemoryThreads
 
 __all__ = ["MemoryRunStore", "check_schema", "summarize"]
 
@@ -79,7 +80,7 @@ def summarize(snapshot: RunSnapshot, version: int) -> RunSummary:
     )
 
 
-class MemoryRunStore:
+class MemoryRunStore(MemoryThreads):
     """Keeps runs in a dict; lost when the process ends.
 
     Args:
@@ -94,6 +95,8 @@ class MemoryRunStore:
         self._leases: dict[str, Lease] = {}
         self._journal: dict[str, list[JournalEntry]] = {}
         self._approvals: dict[str, list[Approval]] = {}
+        self._threads: dict[str, list[str]] = {}
+        self._thread_of: dict[str, str] = {}
 
     async def save(
         self, snapshot: RunSnapshot, *, expected_version: int | None, lease: Lease | None = None

@@ -65,6 +65,7 @@ from ownloop.store._sql import (
     receipt_exists,
     stale,
 )
+from ownloop.store._threads_sql import PostgresThreads
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -75,7 +76,7 @@ __all__ = ["PostgresRunStore"]
 _SCHEMA_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
-class PostgresRunStore(PostgresOperations):
+class PostgresRunStore(PostgresThreads, PostgresOperations):
     """Keeps runs in PostgreSQL, shared by workers on any number of machines.
 
     The connection opens on first use (one per event loop, since ``run_sync`` starts a new loop

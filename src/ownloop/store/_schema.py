@@ -21,7 +21,7 @@ __all__ = [
     "STORE_SCHEMA_VERSION",
 ]
 
-STORE_SCHEMA_VERSION = 4
+STORE_SCHEMA_VERSION = 5
 """The table layout the SQL stores create and read."""
 
 SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
@@ -54,6 +54,11 @@ SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     # store schema 4: no table changes. From this version on every write checks the store's
     # schema version (the upgrade fence), so the next upgrade stops this release's writers.
     (),
+    (  # store schema 5: threads, the runs of one conversation in order (see _threads.py)
+        """CREATE TABLE threads (
+            thread_id TEXT NOT NULL, position INTEGER NOT NULL, run_id TEXT NOT NULL UNIQUE,
+            added_at TEXT NOT NULL, PRIMARY KEY (thread_id, position))""",
+    ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 1; {s} is the store's schema
@@ -84,6 +89,11 @@ POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             item json NOT NULL, PRIMARY KEY (run_id, part, position))""",
     ),
     (),  # store schema 4: the upgrade fence (no table changes)
+    (  # store schema 5: threads
+        """CREATE TABLE {s}.threads (
+            thread_id text NOT NULL, position integer NOT NULL, run_id text NOT NULL UNIQUE,
+            added_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (thread_id, position))""",
+    ),
 )
 
 SQLITE_SCHEMA_NOW = "SELECT COALESCE(MAX(version), 0) FROM ownloop_schema"

@@ -57,6 +57,7 @@ from ownloop.store._sql import (
     stale,
 )
 from ownloop.store._sqlite_operations import SqliteOperations, iso
+from ownloop.store._threads_sql import SqliteThreads
 
 __all__ = ["SqliteRunStore"]
 
@@ -70,7 +71,7 @@ class _Refused(Exception):
     """A compare-and-set that matched no row: the transaction is rolled back, then explained."""
 
 
-class SqliteRunStore(SqliteOperations):
+class SqliteRunStore(SqliteThreads, SqliteOperations):
     """Keeps runs in a SQLite file, shared safely by the processes of one machine.
 
     Args:

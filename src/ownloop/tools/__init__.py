@@ -10,7 +10,7 @@ calls ``eval``. It imports only Pydantic, the standard library, `ownloop.contrac
 
 from ownloop.tools._arguments import DEFAULT_MAX_ARGUMENT_BYTES
 from ownloop.tools._calculator import calculate
-from ownloop.tools._context import RunContext, Sensitive, ToolContext
+from ownloop.tools._context import CallerRun, RunContext, Sensitive, ToolContext
 from ownloop.tools._external import ArgumentCheck, ExternalHandler, ExternalTool
 from ownloop.tools._inflight import write_settled, write_started
 from ownloop.tools._outcomes import RejectionCode, ToolRejection
@@ -31,6 +31,7 @@ __all__ = [
     "DEFAULT_MAX_ARGUMENT_BYTES",
     "STRICT_KEYWORDS",
     "ArgumentCheck",
+    "CallerRun",
     "Confirmed",
     "ExternalHandler",
     "ExternalTool",

@@ -7,15 +7,17 @@ only marks a parameter; it changes neither the schema nor validation. Nothing he
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Generic
+from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
-from ownloop.contracts import Actor
+from ownloop.contracts import Actor, Approval, Limits, Usage
+from ownloop.policy import Policy
 
-__all__ = ["RunContext", "Sensitive", "ToolContext"]
+__all__ = ["CallerRun", "RunContext", "Sensitive", "ToolContext"]
 
 DepsT = TypeVar("DepsT", default=None)
 
@@ -45,6 +47,31 @@ class RunContext(Generic[DepsT]):
 
 
 @dataclass(frozen=True, slots=True)
+class CallerRun:
+    """What an agent tool (``Agent.as_tool``) inherits from the run calling it: trusted, not shown.
+
+    Attributes:
+        limits: The calling run's budgets.
+        usage: What the calling run had used when the call started (this attempt included).
+        elapsed_s: Seconds the calling run had run when the call started.
+        policy: The calling run's policy: a delegated agent's is intersected with it.
+        key: The call's journal key in the calling run (decided once, journaled).
+        approvals: Decisions the calling run holds that no call of its own has consumed.
+        share: How many agent tools of one turn run together and split what is left.
+        sinks: The calling run's trace sinks: the child's events reach them too (one trace).
+    """
+
+    limits: Limits
+    usage: Usage
+    elapsed_s: float
+    policy: Policy
+    key: str
+    approvals: tuple[Approval, ...] = ()
+    share: int = 1
+    sinks: tuple[Callable[[Any], None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ToolContext(Generic[DepsT]):
     """Trusted facts about one tool call, injected into any parameter annotated `ToolContext`.
 
@@ -63,6 +90,7 @@ class ToolContext(Generic[DepsT]):
         revision: The state revision the call runs against, when the application tracks one.
         deps: The application's objects for this run (``agent.run(task, deps=...)``): live
             objects, never in the schema, the trace or a checkpoint; ``None`` without them.
+        caller: The calling run's budgets, policy and call key, given to agent tools only.
     """
 
     run_id: str
@@ -91,6 +119,9 @@ class ToolContext(Generic[DepsT]):
 
     deps: DepsT = None  # type: ignore[assignment]
     """The application's objects for this run, or ``None`` without them."""
+
+    caller: CallerRun | None = None
+    """The calling run's budgets, policy and call key, given to agent tools only."""
 
     def seconds_left(self, now: datetime | None = None) -> float | None:
         """Return the seconds until `deadline` (never negative), or ``None`` without a deadline.

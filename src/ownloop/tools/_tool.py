@@ -15,7 +15,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
@@ -96,9 +96,13 @@ class RegisteredTool:
         function: The original function, unchanged.
         is_async: Whether the function is a coroutine function.
         reconcile: The authoritative lookup that settles an unknown effect, for write tools.
+        delegates: Whether the tool runs an agent (``Agent.as_tool``).
     """
 
     __slots__ = ("_arguments", "_shape", "function", "is_async", "reconcile", "spec")
+
+    delegates: ClassVar[bool] = False
+    """Whether the tool runs an agent (``Agent.as_tool``): its child run is its journal."""
 
     def __init__(
         self,

@@ -16,7 +16,7 @@ from ownloop.tracing._forward import forward_to_logging, forward_to_structlog
 from ownloop.tracing._jsonl import JsonlSink, UnknownEvent, read_trace
 from ownloop.tracing._pipeline import TracePipeline, free_fields
 from ownloop.tracing._recorder import TraceRecorder, TraceSink
-from ownloop.tracing._runs import BudgetUse, budget_use, split_runs
+from ownloop.tracing._runs import BudgetUse, budget_use, delegated_from, nest_runs, split_runs
 from ownloop.tracing._show import Timeline, TimelineEntry, timeline
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "TraceSink",
     "UnknownEvent",
     "budget_use",
+    "delegated_from",
     "describe_event",
     "diagnose",
     "event_severity",
@@ -43,6 +44,7 @@ __all__ = [
     "forward_to_logging",
     "forward_to_structlog",
     "free_fields",
+    "nest_runs",
     "read_trace",
     "split_runs",
     "timeline",

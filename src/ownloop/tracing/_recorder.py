@@ -62,6 +62,11 @@ class TraceRecorder:
         )
 
     @property
+    def sinks(self) -> tuple[TraceSink, ...]:
+        """The receivers of every event (a delegated agent's run is given them too)."""
+        return self._sinks
+
+    @property
     def redactor(self) -> Redactor:
         """The redaction rules applied to every event."""
         return self._pipeline.redactor

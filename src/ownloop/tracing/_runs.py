@@ -18,7 +18,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import InputRejected
 
-__all__ = ["BudgetUse", "budget_use", "one_run", "split_runs"]
+__all__ = ["BudgetUse", "budget_use", "delegated_from", "nest_runs", "one_run", "split_runs"]
 
 # (counter in Usage, limit in Limits, readable name)
 _COUNTERS = (
@@ -63,6 +63,53 @@ def split_runs(events: Iterable[EventBase]) -> dict[str, list[EventBase]]:
     for event in events:
         runs.setdefault(event.run_id, []).append(event)
     return runs
+
+
+def delegated_from(run_id: str) -> str | None:
+    """Return the run a delegated run's id names as its caller, or ``None`` for a top run.
+
+    A delegated agent's run id is ``<caller run id>/<tool name>/<call key>``
+    (`ownloop.delegation.child_run_id`); a run id without that shape names no caller.
+
+    Args:
+        run_id: The run.
+
+    Returns:
+        The caller's run id, or ``None``.
+    """
+    parts = run_id.rsplit("/", 2)
+    return parts[0] if len(parts) == 3 and all(parts) else None
+
+
+def nest_runs(runs: dict[str, list[EventBase]]) -> list[tuple[int, str]]:
+    """Order runs so each delegated run follows its caller, with its depth under the top run.
+
+    Args:
+        runs: Run id -> events (`split_runs`).
+
+    Returns:
+        ``(depth, run id)`` pairs: top runs at depth 0 in their order, each followed by the runs
+        it delegated to (depth 1), theirs (depth 2), and so on. A run whose caller is not among
+        ``runs`` is a top run.
+    """
+    children: dict[str, list[str]] = {}
+    tops: list[str] = []
+    for run_id in runs:
+        caller = delegated_from(run_id)
+        if caller is not None and caller in runs:
+            children.setdefault(caller, []).append(run_id)
+        else:
+            tops.append(run_id)
+    ordered: list[tuple[int, str]] = []
+
+    def visit(run_id: str, depth: int) -> None:
+        ordered.append((depth, run_id))
+        for child in children.get(run_id, ()):
+            visit(child, depth + 1)
+
+    for top in tops:
+        visit(top, 0)
+    return ordered
 
 
 def one_run(events: Iterable[EventBase]) -> list[EventBase]:

@@ -40,6 +40,7 @@ from ownloop.contracts import (
 )
 from ownloop.tracing._otel_metrics import OtelMetrics, StoreMetrics
 from ownloop.tracing._pipeline import free_fields
+from ownloop.tracing._runs import delegated_from
 
 __all__ = ["OtelMetrics", "OtelSink", "StoreMetrics"]
 
@@ -61,6 +62,7 @@ class _RunSpans:
     model_name: str | None = None
     model: trace.Span | None = None
     tools: dict[str, trace.Span] = field(default_factory=dict)
+    tool_names: dict[str, str] = field(default_factory=dict)
     arguments: dict[str, str] = field(default_factory=dict)
 
 
@@ -137,12 +139,25 @@ class OtelSink:
                 attributes["gen_ai.request.model"] = model_name
         span = self._tracer.start_span(
             f"invoke_agent {self.agent_name}",
-            context=otel_context.get_current(),
+            context=self._parent_context(event.run_id),
             attributes=attributes,
             start_time=_ns(event.at),
         )
         spans = self._runs[event.run_id] = _RunSpans(run=span, model_name=model_name)
         return spans
+
+    def _parent_context(self, run_id: str) -> otel_context.Context:
+        """A delegated run's span is a child of its caller's open ``execute_tool`` span."""
+        caller = delegated_from(run_id)
+        spans = self._runs.get(caller) if caller is not None else None
+        if spans is not None:
+            tool = run_id.rsplit("/", 2)[1]
+            open_calls = [
+                span for call, span in spans.tools.items() if spans.tool_names.get(call) == tool
+            ]
+            if open_calls:
+                return trace.set_span_in_context(open_calls[-1])
+        return otel_context.get_current()
 
     def _child(
         self, spans: _RunSpans, operation: str, name: str, event: EventBase, **attributes: Any
@@ -196,6 +211,7 @@ class OtelSink:
         if arguments is not None:
             span.set_attribute("gen_ai.tool.call.arguments", arguments)
         spans.tools[event.call_id] = span
+        spans.tool_names[event.call_id] = event.tool
 
     def _end_tool(self, spans: _RunSpans, event: ToolFinished) -> None:
         span = spans.tools.pop(event.call_id, None)

@@ -34,6 +34,7 @@ from ownloop.store import RunStore
 from ownloop.store._rules import decided_requests, standing_decision, usable_decisions
 from ownloop.ui._live import list_fingerprint, live_list, live_run, run_fingerprint
 from ownloop.ui._security import AccessGuard, csrf_value, new_token
+from ownloop.ui._threads import thread_pages
 from ownloop.ui._views import find_request, pending_requests, run_page, run_rows
 
 __all__ = ["UiApp", "address", "create_app", "stop_resuming"]
@@ -122,6 +123,7 @@ def create_app(
         Route("/runs/{run_id}", pages.run),
         Route("/runs/{run_id}/events", pages.run_events),
         Route("/runs/{run_id}/requests/{request_id}", pages.decide, methods=["POST"]),
+        Route("/threads/{thread_id}", pages.thread),
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
 
@@ -239,6 +241,13 @@ class _Pages:
             resuming=run_id in self._app.resuming,
             outcome=self._app.outcomes.get(run_id),
             can_resume=self._app.resume is not None,
+        )
+
+    async def thread(self, request: Request) -> Response:
+        thread_id = request.path_params["thread_id"]
+        pages = await thread_pages(self._app.store, thread_id, self._app.redactor)
+        return self._render(
+            "thread.html", status=200 if pages else 404, thread_id=thread_id, pages=pages
         )
 
     async def run_events(self, request: Request) -> Response:

@@ -90,6 +90,7 @@ class RunPage:
     decisions: tuple[Approval, ...]
     requests: tuple[PendingRequest, ...]
     versions: dict[str, Any] = field(default_factory=dict)
+    thread_id: str | None = None
 
 
 def age(moment: datetime, now: datetime | None = None) -> str:
@@ -202,6 +203,7 @@ async def run_page(store: RunStore, run_id: str, redactor: Redactor) -> RunPage:
         decisions=tuple(_redacted_approval(item, redactor) for item in snapshot.approvals),
         requests=tuple(_waiting(snapshot, submitted, redactor)),
         versions=snapshot.versions.model_dump(mode="json"),
+        thread_id=snapshot.conversation.thread_id if snapshot.conversation else None,
     )
 
 
