@@ -204,7 +204,7 @@ def test_an_optional_nullable_field_that_is_omitted_is_not_sent() -> None:
 
 
 def test_a_catastrophic_pattern_is_refused_within_its_time_bound() -> None:
-    """Backtracking patterns against long non-matches end in rejections in bounded time."""
+    """Backtracking patterns against long non-matches are refused unsent, in bounded time."""
     schema = {
         "type": "object",
         "properties": {
@@ -232,14 +232,107 @@ def test_a_catastrophic_pattern_is_refused_within_its_time_bound() -> None:
         started = time.monotonic()
         result = Agent(model, tools).run_sync("match")
         took = time.monotonic() - started
-    rejected = [str(e.model_dump()) for e in result.trace if e.kind == "tool_rejected"]
-    assert len(rejected) == 4
-    assert "took longer" in rejected[0]
-    assert "took longer" in rejected[1]
-    assert "does not match" in rejected[2]
-    assert "does not match" in rejected[3]  # the engine needs no time bound for this one
+    messages = [str(receipt.message) for receipt in result.receipts]
+    assert [(r.status, r.effect) for r in result.receipts] == [("error", "none")] * 2 + [
+        ("ok", "none")
+    ] + [("error", "none")] * 2
+    assert (
+        "not sent: checking them against the tool's patterns took longer than 0.1s" in (messages[0])
+    )
+    assert "took longer" in messages[1]
+    assert "'ab' does not match '^(a|aa)+$'" in messages[3]
+    assert "does not match" in messages[4]  # the engine needs no time bound for this one
     assert [arguments for _, arguments, _ in hostile.calls] == [{"s": "aaa"}]
     assert took < 10
+
+
+def _many_patterns(count: int) -> dict[str, Any]:
+    strings = {f"f{i}": {"type": "string", "pattern": "^(a|aa)+$"} for i in range(count)}
+    keys = {
+        "type": "object",
+        "patternProperties": {"^(b|bb)+$": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    return {"type": "object", "properties": {**strings, "m": keys}, "additionalProperties": False}
+
+
+def test_hostile_patterns_in_many_fields_never_stall_the_event_loop() -> None:
+    """Validation runs no server pattern; the bounded check runs in a worker thread."""
+    hostile = Hostile(tool("fill", _many_patterns(40)))
+    record = _record(hostile, effects={"fill": "read"}, pattern_timeout_s=0.3)
+    evil = {f"f{i}": "a" * 40 + "!" for i in range(40)}
+    gaps: list[float] = []
+
+    async def main(tools: MCPToolset) -> Any:
+        done = asyncio.Event()
+
+        async def tick() -> None:
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        model = ScriptedModel([tool_call("fill", m={"b" * 40 + "!": 1}, **evil), final("ok")])
+        try:
+            return await Agent(model, tools).run("fill")
+        finally:
+            done.set()
+            await ticker
+
+    with MCPToolset(record) as tools:
+        started = time.monotonic()
+        result = asyncio.run(main(tools))
+        took = time.monotonic() - started
+    (receipt,) = result.receipts
+    assert (receipt.status, receipt.effect) == ("error", "none")
+    assert "took longer than 0.3s" in str(receipt.message)
+    assert hostile.calls == []
+    assert took >= 0.3  # the patterns ran for their whole budget...
+    assert max(gaps) < took / 2  # ...while the loop kept running (on it, one gap would be all)
+
+
+def test_the_pattern_check_ends_with_the_run_not_at_its_own_budget() -> None:
+    """A pattern budget longer than the run's time left is cut to it; the check thread ends."""
+    hostile = Hostile(tool("fill", _many_patterns(10)))
+    record = _record(hostile, effects={"fill": "read"}, pattern_timeout_s=60)
+    evil = {f"f{i}": "a" * 40 + "!" for i in range(10)}
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([tool_call("fill", **evil), final("ok")])
+        started = time.monotonic()
+        # run_sync returns only once its loop's worker threads have ended: the check's too.
+        result = Agent(model, tools, limits=Limits(deadline_s=0.5)).run_sync("fill")
+        took = time.monotonic() - started
+    assert hostile.calls == []
+    assert result.status is RunStatus.STOPPED
+    assert took < 20  # not the 60 s budget
+
+
+def test_patterns_decide_only_in_the_complete_check() -> None:
+    """Before sending, a field only a pattern could refuse passes; the complete check decides."""
+    hostile = Hostile(tool("fill", _many_patterns(1)))
+    with MCPToolset(_record(hostile, effects={"fill": "read"})) as tools:
+        model = ScriptedModel(
+            [
+                tool_call("fill", f0="b", m={"bb": "not an integer", "x": 1}),
+                tool_call("fill", f0=5),
+                tool_call("fill", f0="aa", m={"bbb": 2}),
+                final("ok"),
+            ]
+        )
+        result = Agent(model, tools).run_sync("fill")
+    rejected = [str(e.model_dump()) for e in result.trace if e.kind == "tool_rejected"]
+    assert len(rejected) == 1  # f0=5 is not a string: no pattern needed to see it
+    assert "5 is not of type 'string'" in rejected[0]
+    first, last = result.receipts
+    assert "not sent" in str(first.message)
+    assert "f0: 'b' does not match" in str(first.message)
+    assert "m.bb: 'not an integer' is not of type 'integer'" in str(first.message)
+    assert "unexpected properties: 'x'" in str(first.message)
+    assert last.status == "ok"
+    assert [arguments for _, arguments, _ in hostile.calls] == [{"f0": "aa", "m": {"bbb": 2}}]
 
 
 def test_a_flood_of_list_changed_notices_is_coalesced() -> None:
@@ -363,6 +456,31 @@ def test_closing_a_schema_closes_every_object_and_keeps_what_is_left_open() -> N
     assert closed(True) is True
 
 
+def test_closing_keeps_every_openness_a_server_said_and_closes_inside_parts() -> None:
+    """What an object says of other properties stays; objects inside allOf/prefixItems close."""
+    said = {
+        "extra": {"properties": {"a": {}}, "additionalProperties": {"type": "string"}},
+        "keyed": {"properties": {"a": {}}, "patternProperties": {"^x": {}}},
+        "judged": {"properties": {"a": {}}, "unevaluatedProperties": True},
+    }
+    for name, node in said.items():
+        assert closed(node) == node, name
+    parts = closed(
+        {
+            "allOf": [{"properties": {"inner": {"type": "object", "properties": {"b": {}}}}}],
+            "prefixItems": [{"type": "object", "properties": {"c": {}}}],
+            "enum": [{"properties": {"d": {}}}],
+            "properties": {"e": {}},
+        }
+    )
+    assert parts["allOf"][0]["properties"]["inner"]["additionalProperties"] is False
+    assert "additionalProperties" not in parts["allOf"][0]
+    assert parts["prefixItems"][0]["additionalProperties"] is False
+    assert parts["enum"] == [{"properties": {"d": {}}}]  # values, not schemas: left alone
+    assert parts["unevaluatedProperties"] is False
+    assert "additionalProperties" not in parts
+
+
 def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     """pattern, patternProperties and additionalProperties keep their JSON Schema meaning."""
     schema = {
@@ -373,16 +491,43 @@ def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
             "o": {"additionalProperties": {"type": "string"}},
         },
     }
-    check = schema_check(closed(schema), schema, "t")
+    schema_checked = schema_check(closed(schema), schema, "t")
+
+    def check(arguments: dict[str, Any]) -> str | None:
+        return schema_checked.with_patterns(arguments, 1.0)
+
     assert check({"s": 5, "m": [], "o": "not an object"}) is None  # other types: not checked
     assert check({"s": "ab", "m": {"n1": 1}, "o": {"k": "v"}}) is None
     assert "does not match" in str(check({"s": "b"}))
     assert "is not of type 'integer'" in str(check({"m": {"n1": "x"}}))
     assert "unexpected properties: 'z'" in str(check({"m": {"z": 1}}))
-    assert "is not of type 'string'" in str(check({"o": {"k": 1}}))
+    assert schema_checked({"s": "b", "m": {"z": 1}}) is None  # without patterns: undecided
+    assert check({"o": {"k": 1}}) == "o.k: 1 is not of type 'string'"
+    assert check({"m": {"n1": "x"}}) == "m.n1: 'x' is not of type 'integer'"
+    long = str(check({"s": "b" * 400}))  # a message is cut at 300 characters
+    assert long == "s: " + f"{'b' * 400!r} does not match '^a'"[:300]
     assert "unexpected properties: 'extra'" in str(check({"extra": 1}))
-    with pytest.raises(ToolDefinitionError, match="invalid"):
+    with pytest.raises(ToolDefinitionError, match="cannot take MCP tool 't': its inputSchema is"):
         schema_check({"type": 5}, {}, "t")
+    with pytest.raises(ToolDefinitionError, match="cannot take MCP tool 'u': its inputSchema is"):
+        schema_check({}, {"type": 5}, "u")
+    with pytest.raises(ToolDefinitionError) as huge:
+        schema_check({"type": "x" * 3000}, {}, "t")
+    assert len(str(huge.value)) == 2000  # the schema's own words are cut
+
+
+def test_unexpected_properties_are_named_eight_at_most_in_300_characters() -> None:
+    """A rejection names the first eight extra fields in order, joined by ", ", cut at 300."""
+    schema = {"type": "object", "properties": {"a": {}}}
+    check = schema_check(closed(schema), schema, "t")
+    assert check({"y": 1, "x": 2}) == "(arguments): unexpected properties: 'x', 'y'"
+    many = str(check({f"k{i}": i for i in range(10)}))
+    assert many == "(arguments): unexpected properties: " + ", ".join(
+        repr(f"k{i}") for i in range(8)
+    )
+    long = str(check({f"{i}" * 60: i for i in range(1, 9)}))
+    names = ", ".join(repr(f"{i}" * 60) for i in range(1, 9))
+    assert long == "(arguments): " + f"unexpected properties: {names}"[:300]
 
 
 def test_a_records_url_keeps_its_shape_with_every_credential_hidden() -> None:
@@ -395,6 +540,10 @@ def test_a_records_url_keeps_its_shape_with_every_credential_hidden() -> None:
     )
     assert "headers={}" in repr(HttpServer(name="c", url="https://h.invalid/p"))
     assert "env=None" in repr(StdioServer(name="s", command="x"))
+    assert "url='http://***@/p'" in repr(HttpServer(name="c", url="http://user:pw@/p"))
+    plain = repr(StdioServer(name="s", command="run?mode=fast", cwd="/srv/a@b?c=d"))
+    assert "command='run?mode=fast'" in plain  # only the URL is a URL
+    assert "cwd='/srv/a@b?c=d'" in plain
 
 
 def test_a_rejection_names_each_problem_where_it_is() -> None:

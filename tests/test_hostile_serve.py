@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,11 +14,11 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from ownloop import ToolContext, ToolRegistry
+from ownloop import Approval, ToolContext, ToolRegistry
 from ownloop.cli import main
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
 from ownloop.policy import Policy, allow_writes
-from ownloop.store import SqliteRunStore
+from ownloop.store import MemoryRunStore, SqliteRunStore
 
 
 class Bank:
@@ -168,8 +171,38 @@ def test_an_unknown_write_is_answered_again_never_repeated(tmp_path: Path) -> No
     assert len(bank.transfers) == 1
 
 
-def test_an_approval_is_found_by_the_call_however_many_others_wait(tmp_path: Path) -> None:
-    """The approved call resumes by its identity even with many other calls pending."""
+def test_an_approval_is_found_by_the_call_however_many_others_wait() -> None:
+    """The approved call resumes by its identity with more than 1,000 other calls pending."""
+    bank = Bank()
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+    store = MemoryRunStore()
+    server = RegistryServer(bank.registry, store=store, policy=Policy.from_document(document))
+
+    async def ask(amount: int) -> Any:
+        return await server.call("transfer", {"account": "a1", "amount": amount})
+
+    async def scenario() -> tuple[Any, Any, int]:
+        facts = (await ask(5)).structured_content
+        assert facts is not None
+        assert facts["status"] == "approval_required"
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await store.submit_approval(facts["run_id"], approval)
+        for amount in range(100, 1101):  # 1,001 others, each paused for its own approval
+            await ask(amount)
+        paused = (await store.run_stats()).runs["paused"]  # the approved call's run among them
+        return facts, await ask(5), paused
+
+    facts, approved, paused = asyncio.run(scenario())
+    assert paused == 1002
+    assert approved.structured_content == {"transferred": 5}
+    assert bank.transfers == [({"account": "a1", "amount": 5}, bank.transfers[0][1])]
+    again = asyncio.run(ask(5))
+    assert again.structured_content["status"] == "approval_required"  # type: ignore[index]
+    assert again.structured_content["run_id"] != facts["run_id"]  # type: ignore[index]
+
+
+def test_an_approval_given_with_the_cli_resumes_the_call(tmp_path: Path) -> None:
+    """`ownloop approve` on the stored run, then the same call: performed once."""
     bank = Bank()
     document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
     server = _server(tmp_path, bank, Policy.from_document(document))
@@ -178,23 +211,152 @@ def test_an_approval_is_found_by_the_call_however_many_others_wait(tmp_path: Pat
     async def ask(amount: int) -> Any:
         return await server.call("transfer", {"account": "a1", "amount": amount})
 
-    first = asyncio.run(ask(5))
-    facts = first.structured_content
+    facts = asyncio.run(ask(5)).structured_content
     assert facts is not None
-    assert facts["status"] == "approval_required"
     assert main(["approve", facts["run_id"], facts["request_id"], "--db", str(database)]) == 0
+    assert asyncio.run(ask(5)).structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
 
-    async def others_then_repeat() -> Any:
-        for amount in range(100, 130):
-            await ask(amount)
-        return await ask(5)
 
-    approved = asyncio.run(others_then_repeat())
-    assert approved.structured_content == {"transferred": 5}
-    assert bank.transfers == [({"account": "a1", "amount": 5}, bank.transfers[0][1])]
-    again = asyncio.run(ask(5))
-    assert again.structured_content["status"] == "approval_required"  # type: ignore[index]
-    assert again.structured_content["run_id"] != facts["run_id"]  # type: ignore[index]
+def _deployed(bank: Bank) -> ToolRegistry:
+    """The bank's writes after a deploy: each gained a parameter with a default."""
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def transfer(account: str, amount: int, memo: str = "") -> dict[str, object]:
+        """Move money.
+
+        Args:
+            account: The account id.
+            amount: How much.
+            memo: A note.
+        """
+        bank.transfers.append(({"account": account, "amount": amount, "memo": memo}, None))
+        return {"transferred": amount, "memo": memo}
+
+    @registry.tool(effect="write")
+    def wire(amount: int, memo: str = "") -> dict[str, object]:
+        """Wire money.
+
+        Args:
+            amount: How much.
+            memo: A note.
+        """
+        bank.transfers.append(({"wire": amount}, None))
+        return {"wired": amount}
+
+    return registry
+
+
+def test_a_repeat_after_a_deploy_is_answered_from_the_store(tmp_path: Path) -> None:
+    """A changed schema (a new default) does not make a recorded call new: it never reruns."""
+    bank = Bank()
+    before = _server(tmp_path, bank)
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-deploy"}, "s", 1)
+    arguments = {"account": "a1", "amount": 5}
+
+    async def first() -> list[Any]:
+        return [
+            await before.call("transfer", arguments, key=key),
+            await before.call("wire", {"amount": 9}),  # its effect is unknown
+        ]
+
+    done, unknown = asyncio.run(first())
+    assert done.structured_content == {"transferred": 5}
+    assert unknown.structured_content["receipt_status"] == "unknown"  # type: ignore[index]
+    after = RegistryServer(
+        _deployed(bank),
+        store=SqliteRunStore(tmp_path / "runs.db"),
+        policy=allow_writes("transfer", "wire"),
+    )
+
+    async def repeats() -> list[Any]:
+        return [
+            await after.call("transfer", arguments, key=key),
+            await after.call("wire", {"amount": 9}),
+            await after.call("transfer", {**arguments, "memo": "x"}, key=key),
+            await after.call("wire", {"amount": 10}),
+        ]
+
+    keyed, wired, reused, fresh = asyncio.run(repeats())
+    assert keyed.structured_content == {"transferred": 5}
+    assert "Do not repeat it" in wired.content[0].text  # type: ignore[union-attr]
+    assert reused.structured_content["code"] == "key_reused"  # type: ignore[index]
+    assert fresh.structured_content == {"wired": 10}
+    assert [call for call, _ in bank.transfers] == [arguments, {"wire": 9}, {"wire": 10}]
+
+
+def test_an_invalid_call_gets_no_run_and_its_repeat_is_judged_again(tmp_path: Path) -> None:
+    """A rejected call stores nothing; the same request fixed by a deploy then runs once."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    key = served_call_key(None, "s", 4)
+
+    async def scenario() -> list[Any]:
+        bad = await server.call("transfer", {"account": "a1", "amount": "many"}, key=key)
+        stored = await server.store.list_runs(limit=10)
+        again = await server.call("transfer", {"account": "a1", "amount": 5}, key=key)
+        return [bad, stored, again, await server.call("transfer", {"account": "a1"}, key=key)]
+
+    bad, stored, again, other = asyncio.run(scenario())
+    assert bad.structured_content["status"] == "rejected"  # type: ignore[index]
+    assert bad.structured_content["code"] == "invalid_arguments"  # type: ignore[index]
+    assert stored == []
+    assert again.structured_content == {"transferred": 5}
+    assert other.structured_content["code"] == "key_reused"  # type: ignore[index]
+    assert len(bank.transfers) == 1
+
+
+_SEEDED_CALL = """
+import asyncio, pathlib, sys
+from ownloop import ToolRegistry
+from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
+from ownloop.policy import allow_writes
+from ownloop.store import SqliteRunStore
+
+
+def serve(database, ran):
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def label(labels: frozenset[str]) -> str:
+        \"\"\"Label a thing.
+
+        Args:
+            labels: The labels.
+        \"\"\"
+        with pathlib.Path(ran).open("a") as log:
+            log.write("ran\\n")
+        return "labelled"
+
+    server = RegistryServer(registry, store=SqliteRunStore(database), policy=allow_writes("label"))
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-seed"}, "s", 1)
+    labels = [f"label-{i}" for i in range(12)]
+    answer = asyncio.run(server.call("label", {"labels": labels}, key=key))
+    return f"{answer.is_error} {answer.content[0].text}"
+
+
+if __name__ == "__main__":
+    print(serve(sys.argv[1], sys.argv[2]))
+"""
+
+
+def test_a_repeat_under_another_hash_seed_is_answered_from_the_store(tmp_path: Path) -> None:
+    """A set-valued argument served here, repeated by a server under hash seed 2: one run."""
+    database, ran = tmp_path / "runs.db", tmp_path / "ran.log"
+    program: dict[str, Any] = {"__name__": "seeded"}
+    exec(_SEEDED_CALL, program)  # the child's program, run here first
+    assert program["serve"](str(database), str(ran)) == "False labelled"
+    child = subprocess.run(
+        [sys.executable, "-c", _SEEDED_CALL, str(database), str(ran)],
+        env={**os.environ, "PYTHONHASHSEED": "2"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert child.stdout.strip() == "False labelled"
+    assert ran.read_text() == "ran\n"
 
 
 def test_a_repeat_waits_bounded_and_another_process_never_reruns(tmp_path: Path) -> None:

@@ -39,6 +39,49 @@ def test_server_records_refuse_bad_names_prefixes_and_lookups() -> None:
         StdioServer(name="s", command="x", reconcile={"t": "not callable"})
 
 
+_BOUNDS = {
+    # option: (its documented default, the smallest and largest accepted, a refused value each side)
+    "startup_timeout_s": (30.0, [0.001, 1e9], [0.0]),
+    "call_timeout_s": (60.0, [0.001, 1e9], [0.0]),
+    "max_reconnects": (3, [0, 10**9], [-1]),
+    "max_result_bytes": (1_000_000, [1024, 10**12], [1023]),
+    "max_schema_depth": (64, [2, 512], [1, 513]),
+    "max_schema_bytes": (1_000_000, [1024, 10**12], [1023]),
+    "pattern_timeout_s": (0.1, [0.001, 60], [0.0, 60.001]),
+}
+
+
+@pytest.mark.parametrize("option", sorted(_BOUNDS))
+def test_server_record_limits_have_their_documented_defaults_and_bounds(option: str) -> None:
+    """Each limit defaults as documented, takes its bounds inclusive and refuses past them."""
+    default, accepted, refused = _BOUNDS[option]
+    assert getattr(StdioServer(name="s", command="x"), option) == default
+    for value in accepted:
+        assert getattr(StdioServer(name="s", command="x", **{option: value}), option) == value
+    for value in refused:
+        with pytest.raises(ValidationError):
+            StdioServer(name="s", command="x", **{option: value})
+
+
+def test_server_records_trust_nothing_and_take_everything_by_default() -> None:
+    """By default: no hints believed, every tool taken, no prefix, keys in idempotency_key."""
+    record = HttpServer(name="h", url="http://127.0.0.1:1/mcp")
+    assert record.trust_annotations is False
+    assert (record.prefix, record.tools, dict(record.effects)) == ("", None, {})
+    assert (record.idempotent, record.approval_required, dict(record.reconcile)) == ((), (), {})
+    assert record.idempotency_argument == "idempotency_key"
+    assert dict(record.headers) == {}
+    stdio = StdioServer(name="s" * 64, prefix="p" * 32, command="x")
+    assert (stdio.args, stdio.env, stdio.cwd) == ((), None, None)
+    for bad in ("", "s" * 65, "a/b"):
+        with pytest.raises(ValidationError, match="must match"):
+            StdioServer(name=bad, command="x")
+    with pytest.raises(ValidationError, match="must match"):
+        StdioServer(name="s", prefix="p" * 33, command="x")
+    with pytest.raises(ValidationError, match=r"reconcile\.t\n  Input should be callable"):
+        StdioServer(name="s", command="x", reconcile={"t": 5})
+
+
 def test_a_toolset_refuses_duplicate_servers_and_other_objects() -> None:
     """Server names are unique, and only server records are accepted."""
     with pytest.raises(ConfigurationError, match="distinct"):

@@ -66,6 +66,10 @@ class ServerOptions(BaseModel):
             before it is stored, and the cut is recorded in the result.
         max_schema_depth: The deepest nesting a tool's input schema may have.
         max_schema_bytes: The largest a tool's input schema may be (UTF-8 JSON).
+        pattern_timeout_s: Seconds all the schema patterns (``pattern``,
+            ``patternProperties``) of one call may take together, in a worker thread just
+            before it is sent, and never past the run's deadline; a call whose patterns take
+            longer is refused unsent.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
@@ -85,6 +89,7 @@ class ServerOptions(BaseModel):
     max_result_bytes: int = Field(default=1_000_000, ge=1024)
     max_schema_depth: int = Field(default=64, ge=2, le=512)
     max_schema_bytes: int = Field(default=1_000_000, ge=1024)
+    pattern_timeout_s: float = Field(default=0.1, gt=0, le=60)
 
     def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
         """Every field except secrets: header and environment values, URL credentials."""
@@ -108,14 +113,6 @@ class ServerOptions(BaseModel):
     def _check_prefix(cls, value: str) -> str:
         if not _PREFIX.fullmatch(value):
             raise ValueError(f"must match {_PREFIX.pattern}")
-        return value
-
-    @field_validator("reconcile")
-    @classmethod
-    def _check_reconcile(cls, value: Mapping[str, Any]) -> Mapping[str, Any]:
-        for tool, lookup in value.items():
-            if not callable(lookup):
-                raise ValueError(f"the lookup for {tool!r} is not callable")
         return value
 
 

@@ -6,7 +6,8 @@ removed before the call, so the server applies its own default). Where strict mo
 the schema (free-form maps, ``allOf``, values of any type...), the tool keeps the server's schema
 with ``strict=False``: validation is still complete, only the provider's constrained decoding is
 lost. Arguments are validated against the schema the model was shown (every object closed) and
-then the server's own (see `ownloop.mcp._validate`) before any call is sent.
+then the server's own (see `ownloop.mcp._validate`) before any call is sent: all but the patterns
+when the call is validated, everything (patterns too) in a worker thread just before it is sent.
 
 Effects: what the operator declares (``effects``), else ``write`` (which the default policy
 denies): a server's annotations are believed only when its record says ``trust_annotations``,
@@ -19,6 +20,7 @@ would make every property required.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -28,8 +30,8 @@ import mcp.types as mcp_types
 from ownloop.contracts import Effect, JsonValue, Receipt, ToolSpec
 from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.mcp._config import ServerOptions
-from ownloop.mcp._validate import check_limits, closed, schema_check
-from ownloop.tools import ExternalHandler, ExternalTool, to_jsonable
+from ownloop.mcp._validate import SchemaCheck, check_limits, closed, schema_check
+from ownloop.tools import ExternalHandler, ExternalTool, ToolContext, to_jsonable
 from ownloop.tools._schema import admits_null, strict_schema
 
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
@@ -117,7 +119,32 @@ def build_tool(
     lookup = options.reconcile.get(tool.name)
     if lookup is not None and effect != "write":
         raise ConfigurationError(f"reconcile= for MCP tool {tool.name!r}, which is a read tool")
-    return ExternalTool(spec, handler, check=check, source_schema=visible, reconcile=lookup)
+    checked = _pattern_checked(handler, check, options.pattern_timeout_s)
+    return ExternalTool(spec, checked, check=check, source_schema=visible, reconcile=lookup)
+
+
+def _pattern_checked(handler: ExternalHandler, check: SchemaCheck, budget_s: float) -> Any:
+    """The handler, after the complete check (patterns too) in a worker thread, off the loop.
+
+    The patterns get ``budget_s``, or the run's time left if that is less; a call they refuse
+    (or that they take too long on) is answered with an error receipt and never sent.
+    """
+
+    async def checked(arguments: dict[str, Any], context: ToolContext) -> Any:
+        left = context.seconds_left()
+        budget = budget_s if left is None else min(budget_s, left)
+        problem = await asyncio.to_thread(check.with_patterns, arguments, budget)
+        if problem is not None:
+            return Receipt(
+                call_id=context.call_id,
+                tool=context.tool,
+                status="error",
+                effect="none",
+                message=f"Invalid arguments, not sent: {problem}"[:_MAX_ERROR_CHARS],
+            )
+        return await handler(arguments, context)
+
+    return checked
 
 
 def call_result(

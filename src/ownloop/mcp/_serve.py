@@ -14,10 +14,13 @@ is derived from that key (so is the idempotency key its tool receives), so a rep
 in the store by id and is answered from it, never executed again: a finished run's answer is
 given again, a run still in flight is awaited (bounded), a run interrupted elsewhere is reported
 unknown. A run is never cancelled with the client's request: once started it finishes and is
-stored. Calls without a client key are also found by their identity (actor, tool, canonical
-arguments): run ids ``mcp-<identity>-<n>`` for the n-th such call, the latest found by a binary
-search over ids, so a paused call is resumed and an unknown one answered, however many other
-runs the store holds.
+stored. Calls without a client key are also found by what the client sent (actor, tool, its
+arguments in the canonical encoding of `ownloop.identity`): run ids ``mcp-<identity>-<n>`` for the
+n-th such call, the latest found by a binary search over ids, so a paused call is resumed and an
+unknown one answered, however many other runs the store holds. A repeat is matched by that
+request, recorded once as its run's task, never by validating it again: a deploy that changes the
+tool's schema or defaults, or another hash seed, cannot make a recorded call look new. The run
+validates the call once and journals its identity, which a resume reads back.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from ownloop.contracts import (
     UserMessage,
 )
 from ownloop.exceptions import ConfigurationError, RunLeased, StaleCheckpoint
+from ownloop.identity import canonical_text, decode, encode
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY
 from ownloop.policy import Policy
 from ownloop.store import RunStore, StoredRun
@@ -88,7 +92,7 @@ class _ServedCall:
         if any(isinstance(message, ToolMessage) for message in request.messages):
             return ModelResponse(final_output="served", model=self.model_name)
         task = next(m for m in request.messages if isinstance(m, UserMessage))
-        wanted = json.loads(task.content)
+        wanted = decode(json.loads(task.content))
         call = ToolCall(id=_CALL_ID, name=wanted["tool"], arguments=wanted["arguments"])
         return ModelResponse(tool_calls=(call,), model=self.model_name)
 
@@ -168,17 +172,16 @@ class RegistryServer:
                 f"Unknown tool {name!r}. Available tools: {', '.join(offered) or 'none'}.",
                 {"status": "rejected", "code": "unknown_tool"},
             )
-        checked = self.registry.validate(
-            ToolCall(id=_CALL_ID, name=name, arguments=dict(arguments or {}))
-        )
-        if isinstance(checked, ToolRejection):
-            return _error(checked.message, {"status": "rejected", "code": checked.code})
-        task = json.dumps({"tool": name, "arguments": checked.canonical})
-        identity = self._call_key(checked.digest)
+        call = ToolCall(id=_CALL_ID, name=name, arguments=dict(arguments or {}))
+        # What the client sent, in the canonical encoding: the same text in every process, under
+        # every hash seed and every release of the tool. The run validates it once and journals
+        # the call's identity; a repeat is matched by this text, never by a validation redone.
+        task = canonical_text(encode({"tool": name, "arguments": call.arguments}))
+        tool = self.registry.get(name)
+        write = tool is not None and tool.spec.effect == "write"
         try:
             async with self._deciding:  # calls decide one at a time (a few lookups by id)
-                write = checked.tool.spec.effect == "write"
-                running = await self._decide(identity, task, key, write=write)
+                running = await self._decide(self._call_key(task), task, key, call, write=write)
         except (RunLeased, StaleCheckpoint):
             return _error("this call is being served already; try again shortly", {})
         if isinstance(running, types.CallToolResult):
@@ -187,9 +190,9 @@ class RegistryServer:
         return await self._await(future, self.repeat_wait_s if repeat else None)
 
     async def _decide(
-        self, identity: str, task: str, key: str | None, *, write: bool
+        self, identity: str, task: str, key: str | None, call: ToolCall, *, write: bool
     ) -> types.CallToolResult | tuple[asyncio.Future[RunResult], bool]:
-        """Find the run this call already has (a repeat), or start its own.
+        """Find the run this call already has (a repeat), or validate it and start its own.
 
         Without a client key, the latest call of the same identity is this one when it waits
         for an approval, or (for a write) when it is in flight or its effect is unknown.
@@ -207,6 +210,10 @@ class RegistryServer:
             elif run_id is None:
                 generation = _generation(latest) + 1
                 run_id = f"mcp-{identity}-{generation}"
+        if run_id not in self._inflight and stored is None:
+            checked = self.registry.validate(call)  # a new call: an invalid one gets no run
+            if isinstance(checked, ToolRejection):
+                return _error(checked.message, {"status": "rejected", "code": checked.code})
         if key is not None and not key.startswith("key:"):
             self._remember(key, run_id)
         if run_id in self._inflight:
@@ -307,9 +314,9 @@ class RegistryServer:
         """Serve over stdio (blocking)."""
         anyio.run(self.serve_stdio)
 
-    def _call_key(self, digest: str) -> str:
+    def _call_key(self, text: str) -> str:
         actor = self.actor.model_dump_json() if self.actor is not None else ""
-        return hashlib.sha256(f"{actor}:{digest}".encode()).hexdigest()[:24]
+        return hashlib.sha256(f"{actor}:{text}".encode()).hexdigest()[:24]
 
     def __repr__(self) -> str:
         return f"RegistryServer(name={self.name!r}, tools={list(self.registry.names())!r})"

@@ -5,9 +5,13 @@ objects open, or carry a regular expression that backtracks for ever. So before 
 its schema must fit the server record's limits (``max_schema_depth``, ``max_schema_bytes``), and
 arguments are checked twice before anything is sent: against the schema the model was shown (every
 object closed, nested ones too: a field the model invented is refused here) and against the
-server's own. Patterns (``pattern``, ``patternProperties``) run on the ``regex`` engine with a time
-bound: all the pattern matching of one call shares `PATTERN_BUDGET_S`, and a call whose patterns
-take longer is refused, not waited for.
+server's own. The check that `validate` runs (on the caller's event loop, before approval) decides
+everything but the patterns (``pattern``, ``patternProperties``): it never runs a server's regular
+expression, and a property a pattern might admit is not refused there. The complete check, patterns
+included, runs just before the call is sent, in a worker thread, on the ``regex`` engine with a time
+bound: all the pattern matching of one call shares one budget (the server record's
+``pattern_timeout_s``, never more than the run's time left), and a call whose patterns take longer
+is refused unsent, not waited for.
 """
 
 from __future__ import annotations
@@ -23,17 +27,14 @@ import regex
 from jsonschema.exceptions import SchemaError, ValidationError
 
 from ownloop.exceptions import ToolDefinitionError
-from ownloop.tools import ArgumentCheck
 
-__all__ = ["PATTERN_BUDGET_S", "check_limits", "closed", "schema_check"]
-
-PATTERN_BUDGET_S = 0.1
-"""Seconds all the schema patterns of one call may take together before the call is refused."""
+__all__ = ["SchemaCheck", "check_limits", "closed", "schema_check"]
 
 _COMBINED = ("anyOf", "oneOf")
 _SUBSCHEMAS = ("items", "not", "if", "then", "else", "contains", "propertyNames")
 _MAPS = ("properties", "$defs", "definitions", "patternProperties", "dependentSchemas")
-_deadline: ContextVar[float] = ContextVar("ownloop_mcp_pattern_deadline", default=0.0)
+# When the patterns of the call being checked must be decided by; None: they are not run at all.
+_deadline: ContextVar[float | None] = ContextVar("ownloop_mcp_pattern_deadline", default=None)
 
 
 class _TooSlow(Exception):
@@ -104,9 +105,13 @@ def _close(node: Any, *, in_all_of: bool) -> Any:
     return result
 
 
-def _search(pattern: str, text: str) -> bool:
+def _search(pattern: str, text: str) -> bool | None:
+    """Whether ``pattern`` matches in ``text``; ``None`` (undecided) outside the complete check."""
+    deadline = _deadline.get()
+    if deadline is None:
+        return None
     # 0 makes the engine time out at once; a negative timeout would mean none at all.
-    left = max(_deadline.get() - time.monotonic(), 0.0)
+    left = max(deadline - time.monotonic(), 0.0)
     try:
         return regex.search(pattern, text, timeout=left) is not None
     except TimeoutError:
@@ -114,7 +119,7 @@ def _search(pattern: str, text: str) -> bool:
 
 
 def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not _search(pattern, instance):
+    if validator.is_type(instance, "string") and _search(pattern, instance) is False:
         yield ValidationError(f"{instance!r} does not match {pattern!r}"[:300])
 
 
@@ -126,7 +131,7 @@ def _pattern_properties(
     for pattern, subschema in patterns.items():
         for key, value in instance.items():
             if _search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
+                yield from validator.descend(value, subschema, path=key)
 
 
 def _additional_properties(
@@ -136,10 +141,11 @@ def _additional_properties(
         return
     properties = schema.get("properties", {})
     patterns = schema.get("patternProperties", {})
+    # A key is extra only when no pattern can admit it: undecided patterns admit it for now.
     extras = [
         key
         for key in instance
-        if key not in properties and not any(_search(pattern, key) for pattern in patterns)
+        if key not in properties and all(_search(pattern, key) is False for pattern in patterns)
     ]
     if validator.is_type(allowed, "object"):
         for extra in extras:
@@ -167,7 +173,49 @@ def _bounded(schema: dict[str, Any], tool: str) -> Any:
     return extended(schema)
 
 
-def schema_check(shown: dict[str, Any], source: dict[str, Any], tool: str) -> ArgumentCheck:
+class SchemaCheck:
+    """Arguments checked against the schema shown to the model, then against the server's.
+
+    Calling it is the `ArgumentCheck` that `validate` runs: everything but the patterns, with no
+    regular expression run. `with_patterns` is the complete check, for a worker thread.
+    """
+
+    __slots__ = ("_validators",)
+
+    def __init__(self, shown: dict[str, Any], source: dict[str, Any], tool: str) -> None:
+        self._validators = (_bounded(shown, tool), _bounded(source, tool))
+
+    def __call__(self, arguments: dict[str, Any]) -> str | None:
+        """The problem with ``arguments`` that needs no pattern to see, or ``None``."""
+        return self._problem(arguments)
+
+    def with_patterns(self, arguments: dict[str, Any], budget_s: float) -> str | None:
+        """The problem with ``arguments``, patterns included, or ``None``.
+
+        Args:
+            arguments: The validated arguments.
+            budget_s: The seconds all the pattern matching may take together.
+
+        Returns:
+            The problem, which is that the patterns took longer than ``budget_s`` when they did.
+        """
+        token = _deadline.set(time.monotonic() + budget_s)
+        try:
+            return self._problem(arguments)
+        except _TooSlow:
+            return f"checking them against the tool's patterns took longer than {budget_s:.3g}s"
+        finally:
+            _deadline.reset(token)
+
+    def _problem(self, arguments: dict[str, Any]) -> str | None:
+        for validator in self._validators:
+            problem = _problem(validator, arguments)
+            if problem is not None:
+                return problem
+        return None
+
+
+def schema_check(shown: dict[str, Any], source: dict[str, Any], tool: str) -> SchemaCheck:
     """Build the check of arguments against the schema shown to the model, then the server's.
 
     Args:
@@ -178,22 +226,7 @@ def schema_check(shown: dict[str, Any], source: dict[str, Any], tool: str) -> Ar
     Raises:
         ToolDefinitionError: A schema is not a valid JSON schema.
     """
-    validators = (_bounded(shown, tool), _bounded(source, tool))
-
-    def check(arguments: dict[str, Any]) -> str | None:
-        token = _deadline.set(time.monotonic() + PATTERN_BUDGET_S)
-        try:
-            for validator in validators:
-                problem = _problem(validator, arguments)
-                if problem is not None:
-                    return problem
-            return None
-        except _TooSlow:
-            return f"checking them against the tool's patterns took longer than {PATTERN_BUDGET_S}s"
-        finally:
-            _deadline.reset(token)
-
-    return check
+    return SchemaCheck(shown, source, tool)
 
 
 def _problem(validator: Any, arguments: dict[str, Any]) -> str | None:
