@@ -182,3 +182,25 @@ def test_a_slow_revision_source_stops_the_run_at_its_deadline(release: threading
     result, took = timed(agent)
     assert (result.status, result.stop_reason) == ("stopped", "deadline")
     assert took < 1 + SLACK_S
+
+
+def test_a_tools_time_left_counts_on_the_runs_clock() -> None:
+    """Under a FakeClock, `ctx.seconds_left()` is the run's fake time left, not about zero."""
+    from ownloop.clock import FakeClock
+
+    registry = ToolRegistry()
+    seen: list[float | None] = []
+
+    @registry.tool(effect="read")
+    def look(ctx: ToolContext) -> str:
+        """Report the time left, before and after ten seconds of work."""
+        seen.append(ctx.seconds_left())
+        clock.advance(10)
+        seen.append(ctx.seconds_left())
+        return "ok"
+
+    clock = FakeClock()
+    model = ScriptedModel([tool_call("look"), final("done")])
+    result = Agent(model, registry, limits=Limits(deadline_s=90), clock=clock).run_sync("go")
+    assert result.status == "completed"
+    assert seen == [90.0, 80.0]

@@ -104,6 +104,7 @@ def tool_context(
         deps=state.deps,
         revision=revision,
         caller=caller_run(config, state, key, share) if validated.tool.delegates else None,
+        clock=config.clock,
     )
 
 

@@ -8,12 +8,13 @@ only marks a parameter; it changes neither the schema nor validation. Nothing he
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic
 
 from typing_extensions import TypeVar
 
+from ownloop.clock import Clock
 from ownloop.contracts import Actor, Approval, Limits, Usage
 from ownloop.policy import Policy
 
@@ -91,6 +92,9 @@ class ToolContext(Generic[DepsT]):
         deps: The application's objects for this run (``agent.run(task, deps=...)``): live
             objects, never in the schema, the trace or a checkpoint; ``None`` without them.
         caller: The calling run's budgets, policy and call key, given to agent tools only.
+        clock: The run's clock, which `seconds_left` reads by default (the one `deadline` was
+            computed with, so a `FakeClock` run counts down in fake time); ``None`` reads the
+            wall clock.
     """
 
     run_id: str
@@ -123,15 +127,24 @@ class ToolContext(Generic[DepsT]):
     caller: CallerRun | None = None
     """The calling run's budgets, policy and call key, given to agent tools only."""
 
+    clock: Clock | None = field(default=None, repr=False, compare=False)
+    """The run's clock, which `seconds_left` reads by default; ``None`` reads the wall clock."""
+
     def seconds_left(self, now: datetime | None = None) -> float | None:
         """Return the seconds until `deadline` (never negative), or ``None`` without a deadline.
 
         Args:
-            now: The current time; defaults to the clock, in UTC.
+            now: The current time; defaults to the run's clock (`clock`), else the wall
+                clock, in UTC.
         """
         if self.deadline is None:
             return None
-        current = now if now is not None else datetime.now(UTC)
+        if now is not None:
+            current = now
+        elif self.clock is not None:
+            current = self.clock.now()
+        else:
+            current = datetime.now(UTC)
         return max(0.0, (self.deadline - current).total_seconds())
 
 
