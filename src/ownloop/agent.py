@@ -14,7 +14,6 @@ import hashlib
 import os
 import platform
 import socket
-import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Generic, Literal, cast
 
@@ -35,6 +34,7 @@ from ownloop._agent_history import (
     with_history,
 )
 from ownloop._agent_output import output_spec, typed_result
+from ownloop._agent_resume import check_task, claim_pause, pending_calls
 from ownloop._agent_support import (
     check_requests,
     run_blocking,
@@ -51,7 +51,6 @@ from ownloop.contracts import (
     MAX_ID_CHARS,
     Actor,
     Approval,
-    AssistantMessage,
     ConfigurationChanged,
     JournalEntry,
     Limits,
@@ -61,23 +60,21 @@ from ownloop.contracts import (
     RunResult,
     RunSnapshot,
     SystemMessage,
-    ToolCall,
     ToolSpec,
     UserMessage,
     Versions,
 )
 from ownloop.cost import PriceTable
 from ownloop.delegation import agent_tool
-from ownloop.exceptions import ConfigurationError, InputRejected, RunNotFound
-from ownloop.identity import DIGEST_VERSION
-from ownloop.loop import LoopConfig, RunState, pending_key, restore_state, run_loop
+from ownloop.exceptions import ConfigurationError, RunNotFound
+from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
 from ownloop.models import AgentModel
 from ownloop.policy import Deny, Policy, default_policy
 from ownloop.retry import RetryPolicy
 from ownloop.runtime import Approver, Driver, RevisionSource, RunSession
 from ownloop.store import RunStore, takes_changes
 from ownloop.streaming import RunStream
-from ownloop.tools import RegisteredTool, RunContext, ToolRegistry, ValidatedCall
+from ownloop.tools import RegisteredTool, RunContext, ToolRegistry
 from ownloop.tracing import Redactor, TraceRecorder, TraceSink
 from ownloop.validators import (
     CheckFunction,
@@ -474,7 +471,7 @@ class Agent(Generic[DepsT, OutputT]):
             InputRejected: If the task or run id is not acceptable.
             ConfigurationError: If ``deps`` is missing or of another type than ``deps_type``.
         """
-        run_id = self._check_inputs(task, run_id)
+        run_id = check_task(task, run_id, self.limits)
         check_deps(self.deps_type, deps, "run")
         earlier, approvals = continuation(history, thread_id=thread_id), list(approvals)
         check_fresh_authority(earlier, approvals)
@@ -616,7 +613,7 @@ class Agent(Generic[DepsT, OutputT]):
         if isinstance(paused, RunResult) and self.store is None:
             snapshot = snapshot_of_result(paused)
             state = self._restore(snapshot, decisions, [], accept_changes)
-            self._claim_pause(snapshot)
+            claim_pause(self._resumed, snapshot)
             state.deps = deps
             return self._typed(await self._driver.drive(run_loop(self._config, state)))
         run_id = paused if isinstance(paused, str) else paused.run_id
@@ -707,7 +704,7 @@ class Agent(Generic[DepsT, OutputT]):
             journal=journal,
             redactor=self._trace_redactor(),
         )
-        state.pending_calls = self._pending_calls(state)
+        state.pending_calls = pending_calls(self.tools, state)
         if changes:
             state.trace.emit(
                 ConfigurationChanged,
@@ -749,80 +746,10 @@ class Agent(Generic[DepsT, OutputT]):
             "resume",
         )
 
-    def _claim_pause(self, snapshot: RunSnapshot) -> None:
-        """Refuse a second resume of one paused result on this agent (there is no store).
-
-        Without a store nothing durable records that a pause was resumed; the agent remembers
-        it, so resuming the same paused result again cannot run its writes a second time.
-        """
-        pause = (snapshot.run_id, len(snapshot.trace))
-        if pause in self._resumed:
-            requests = ", ".join(r.id for r in snapshot.approval_requests) or "none"
-            raise ConfigurationError(
-                f"run {snapshot.run_id} was already resumed from this pause (request "
-                f"{requests}): its decisions are spent. Resume the result that resume returned, "
-                "or give the agent a store"
-            )
-        self._resumed.add(pause)
-
-    def _pending_calls(self, state: RunState) -> dict[str, ValidatedCall]:
-        """Rebuild the calls of pending writes for their lookups, from their journaled identity.
-
-        A write journaled before identities were is re-validated from the conversation, and
-        matched by its call id *and* the digest its intent recorded (a model may reuse an id).
-        """
-        found: dict[str, ValidatedCall] = {}
-        for operation in state.pending:
-            key = pending_key(operation)
-            for message in state.messages:
-                if not isinstance(message, AssistantMessage):
-                    continue
-                for call in message.tool_calls:
-                    if call.id != operation.call_id:
-                        continue
-                    validated = self._recorded_call(state, key, call, operation.arguments_digest)
-                    if validated is not None:
-                        found[key] = validated
-        return found
-
-    def _recorded_call(
-        self, state: RunState, key: str, call: ToolCall, digest: str
-    ) -> ValidatedCall | None:
-        entry = state.journal.get(key)
-        if entry is not None and entry.intent.arguments is not None:
-            if entry.intent.tool != call.name or entry.intent.arguments_digest != digest:
-                return None  # a model may reuse a call id for another call
-            restored = self.tools.restore(call, dict(entry.intent.arguments), digest)
-            version = entry.intent.digest_version
-            version = DIGEST_VERSION if version is None else version
-            return dataclasses.replace(restored, digest_version=version)
-        validated = self.tools.validate(call)
-        if isinstance(validated, ValidatedCall) and digest == validated.legacy_digest:
-            return dataclasses.replace(validated, digest=digest, digest_version=0)
-        if isinstance(validated, ValidatedCall) and digest == validated.digest:
-            return validated
-        return None
-
     def _trace_redactor(self) -> Redactor:
         """The run's redactor: the agent's, plus every ``Sensitive()`` parameter name as a key."""
         names = sorted({name for spec in self.tools.specs() for name in spec.sensitive})
         return self.redactor.with_keys(*names) if names else self.redactor
-
-    def _check_inputs(self, task: str, run_id: str | None) -> str:
-        if not isinstance(task, str) or not task.strip():
-            raise InputRejected("the task is empty: give the agent something to do")
-        if len(task) > self.limits.max_input_chars:
-            raise InputRejected(
-                f"the task has {len(task)} characters, more than max_input_chars="
-                f"{self.limits.max_input_chars}; shorten it or raise the limit"
-            )
-        if run_id is None:
-            return uuid.uuid4().hex
-        if not isinstance(run_id, str) or not 0 < len(run_id) <= MAX_ID_CHARS:
-            raise InputRejected(f"run_id must be 1-{MAX_ID_CHARS} characters")
-        if clean_text(run_id) is not run_id:  # an id is matched exactly: never repaired
-            raise InputRejected("run_id holds text UTF-8 cannot encode (an unpaired surrogate)")
-        return run_id
 
     def _opening_messages(self, context: RunContext[DepsT]) -> list[Message]:
         messages: list[Message] = []
