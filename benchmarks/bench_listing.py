@@ -4,8 +4,9 @@ For each store (SQLite, and PostgreSQL when a server is named), two stores are f
 and 100,000 — with the same realistic rows: one real finished run (a scripted `Agent` run: its
 state record and its item rows, laid out by the store's own `plan_save`), copied under new run
 ids with a mix of statuses (5% paused), 50 actors, 5 agents, and save times over 90 days. Rows go
-in by bulk insert (``executemany`` / ``COPY``), then the store is opened as an application would
-(creating its listing indexes) and analysed. Then, interleaved over rounds, the median time of:
+in by bulk insert (``executemany`` / ``COPY``) into a store laid out by the store itself (its
+listing indexes included), then analysed (PostgreSQL: ``VACUUM (ANALYZE)``, what autovacuum does
+soon after a bulk insert). Then, interleaved over rounds, the median time of:
 
 - ``first``: the first page of 50 (``list_runs(limit=50)``);
 - ``filtered``: the first page of one agent's completed runs (a full page at both sizes);
@@ -18,8 +19,13 @@ in by bulk insert (``executemany`` / ``COPY``), then the store is opened as an a
 
 The report gives each time per store size and the ratio 100,000 / 1,000. Run:
 
-    .venv/bin/python benchmarks/bench_listing.py [--runs 100000] [--rounds 30] [--dsn ...]
+    .venv/bin/python benchmarks/bench_listing.py [--runs 100000] [--rounds 30] [--dsn ...] \
+        [--keep DIR]
 
+``--keep DIR`` keeps the filled stores for the next run (the SQLite files in DIR, the PostgreSQL
+schemas ``bench_keep_<size>`` on the server) and reuses those already there, so several
+measurements share one fill (100,000 runs take minutes per engine). A kept store is opened as an
+application opens it, so a store kept by an older ownloop is upgraded first, as a user's would be.
 Prints JSON; docs/performance.md reports it.
 """
 
@@ -27,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -37,7 +44,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -104,7 +111,7 @@ def _rows(template: RunSnapshot, count: int, seed: int = 7) -> tuple[list[Any], 
             .replace('"id":"actor-00"', f'"id":"{actor}"')
             .replace(digest, agent)
         )
-        runs.append((run_id, 1, state, status, stop, saved, text, plan.layout))
+        runs.append((run_id, 1, state, status, stop, saved, text, plan.layout, actor, agent))
         items.extend((run_id, part, position, item) for part, position, item in plan.puts)
     return runs, items
 
@@ -118,7 +125,7 @@ def _fill_sqlite(path: Path, runs: list[Any], items: list[Any]) -> None:
     with sqlite3.connect(path) as db:
         db.executemany(
             "INSERT INTO runs (run_id, version, state, status, stop_reason, updated_at, snapshot, "
-            "layout) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "layout, actor, agent) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [(*row[:5], _iso(row[5]), *row[6:]) for row in runs],
         )
         db.executemany("INSERT INTO run_items VALUES (?, ?, ?, ?)", items)
@@ -128,15 +135,19 @@ def _fill_sqlite(path: Path, runs: list[Any], items: list[Any]) -> None:
 async def _fill_postgres(store: PostgresRunStore, runs: list[Any], items: list[Any]) -> None:
     connection = await store._connect()  # lays the tables out, with the listing indexes
     cursor = connection.cursor()
-    columns = "run_id, version, state, status, stop_reason, updated_at, snapshot, layout"
+    columns = (
+        "run_id, version, state, status, stop_reason, updated_at, snapshot, layout, actor, agent"
+    )
     async with cursor.copy(f"COPY {store.schema}.runs ({columns}) FROM STDIN") as copy:
         for row in runs:
             await copy.write_row(row)
     async with cursor.copy(f"COPY {store.schema}.run_items FROM STDIN") as copy:
         for row in items:
             await copy.write_row(row)
-    await connection.execute(f"ANALYZE {store.schema}.runs")
-    await connection.execute(f"ANALYZE {store.schema}.run_items")
+    # What autovacuum does soon after a bulk insert: statistics, and the visibility map that
+    # lets a listing read its covering index alone (an index-only scan).
+    await connection.execute(f"VACUUM (ANALYZE) {store.schema}.runs")
+    await connection.execute(f"VACUUM (ANALYZE) {store.schema}.run_items")
 
 
 def _middle_cursor(runs: list[Any]) -> str:
@@ -197,21 +208,27 @@ async def _measure(stores: dict[int, tuple[RunStore, str]], rounds: int) -> dict
     return report
 
 
-async def _sqlite(template: RunSnapshot, sizes: list[int], rounds: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as directory:
+async def _sqlite(
+    template: RunSnapshot, sizes: list[int], rounds: int, keep: Path | None
+) -> dict[str, Any]:
+    with contextlib.ExitStack() as stack:
+        directory = keep or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         stores: dict[int, tuple[RunStore, str]] = {}
-        fill: dict[int, float] = {}
+        fill: dict[int, float | str] = {}
         for size in sizes:
             runs, items = _rows(template, size)
-            path = Path(directory) / f"runs-{size}.db"
+            path = directory / f"runs-{size}.db"
             started = time.perf_counter()
-            _fill_sqlite(path, runs, items)
-            fill[size] = round(time.perf_counter() - started, 1)
+            if path.exists():
+                fill[size] = "kept"
+            else:
+                _fill_sqlite(path, runs, items)
+                fill[size] = round(time.perf_counter() - started, 1)
             stores[size] = (SqliteRunStore(path), _middle_cursor(runs))
         try:
             report = await _measure(stores, rounds)
             sizes_mb = {
-                size: round(os.path.getsize(Path(directory) / f"runs-{size}.db") / 1e6, 1)
+                size: round(os.path.getsize(directory / f"runs-{size}.db") / 1e6, 1)
                 for size in sizes
             }
         finally:
@@ -220,17 +237,44 @@ async def _sqlite(template: RunSnapshot, sizes: list[int], rounds: int) -> dict[
     return {"queries": report, "fill_s": fill, "file_mb": sizes_mb}
 
 
+@contextlib.asynccontextmanager
+async def _kept_postgres(dsn: str, size: int) -> AsyncIterator[PostgresRunStore]:
+    """A PostgreSQL store in the schema ``bench_keep_<size>``, left on the server afterwards."""
+    store = PostgresRunStore(dsn, schema=f"bench_keep_{size}")
+    try:
+        yield store
+    finally:
+        await store.close()
+
+
+async def _postgres_rows(store: PostgresRunStore) -> int:
+    connection = await store._connect()  # opens the store as an application would
+    cursor = await connection.execute(f"SELECT count(*) FROM {store.schema}.runs")
+    row = await cursor.fetchone()
+    return int(row[0]) if row is not None else 0
+
+
 async def _postgres(
-    template: RunSnapshot, sizes: list[int], rounds: int, dsn: str
+    template: RunSnapshot, sizes: list[int], rounds: int, dsn: str, keep: bool
 ) -> dict[str, Any]:
-    async with throwaway_postgres(dsn) as small, throwaway_postgres(dsn) as large:
+    opened = _kept_postgres if keep else lambda dsn, size: throwaway_postgres(dsn)
+    async with opened(dsn, sizes[0]) as small, opened(dsn, sizes[1]) as large:
         stores: dict[int, tuple[RunStore, str]] = {}
-        fill: dict[int, float] = {}
+        fill: dict[int, float | str] = {}
         for size, store in zip(sizes, (small, large), strict=True):
             runs, items = _rows(template, size)
             started = time.perf_counter()
-            await _fill_postgres(store, runs, items)
-            fill[size] = round(time.perf_counter() - started, 1)
+            found = await _postgres_rows(store) if keep else 0
+            if found == size:
+                fill[size] = "kept"
+            else:
+                if found:  # a kept store of another fill: start again
+                    connection = await store._connect()
+                    await connection.execute(
+                        f"TRUNCATE {store.schema}.runs, {store.schema}.run_items"
+                    )
+                await _fill_postgres(store, runs, items)
+                fill[size] = round(time.perf_counter() - started, 1)
             stores[size] = (store, _middle_cursor(runs))
         return {"queries": await _measure(stores, rounds), "fill_s": fill}
 
@@ -242,6 +286,7 @@ async def main() -> None:
     parser.add_argument("--baseline", type=int, default=1000, help="the small store's runs")
     parser.add_argument("--rounds", type=int, default=30)
     parser.add_argument("--dsn", default=os.environ.get("OWNLOOP_TEST_POSTGRES_DSN"))
+    parser.add_argument("--keep", type=Path, help="keep and reuse the filled stores (see above)")
     arguments = parser.parse_args()
     template = await _template()
     sizes = [arguments.baseline, arguments.runs]
@@ -250,10 +295,12 @@ async def main() -> None:
         "machine": platform.machine(),
         "cores": os.cpu_count(),
         "page": PAGE,
-        "sqlite": await _sqlite(template, sizes, arguments.rounds),
+        "sqlite": await _sqlite(template, sizes, arguments.rounds, arguments.keep),
     }
     if arguments.dsn:
-        report["postgres"] = await _postgres(template, sizes, arguments.rounds, arguments.dsn)
+        report["postgres"] = await _postgres(
+            template, sizes, arguments.rounds, arguments.dsn, arguments.keep is not None
+        )
     else:
         print("postgres: skipped (no --dsn or OWNLOOP_TEST_POSTGRES_DSN)", file=sys.stderr)
     print(json.dumps(report, indent=2))
