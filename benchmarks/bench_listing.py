@@ -3,10 +3,10 @@
 For each store (SQLite, and PostgreSQL when a server is named), two stores are filled — 1,000 runs
 and 100,000 — with the same realistic rows: one real finished run (a scripted `Agent` run: its
 state record and its item rows, laid out by the store's own `plan_save`), copied under new run
-ids with a mix of statuses (5% paused), 50 actors, 5 agents, and save times over 90 days. Rows go
-in by bulk insert (``executemany`` / ``COPY``) into a store laid out by the store itself (its
-listing indexes included), then analysed (PostgreSQL: ``VACUUM (ANALYZE)``, what autovacuum does
-soon after a bulk insert). Then, interleaved over rounds, the median time of:
+ids with a mix of statuses (every 20th paused), 50 actors, 5 agents, and save times over 90
+days. Rows go in by bulk insert (``executemany`` / ``COPY``) into a store laid out by the store
+itself (its listing indexes included), then analysed (PostgreSQL: ``VACUUM (ANALYZE)``, what
+autovacuum does soon after a bulk insert). Then, interleaved over rounds, the median time of:
 
 - ``first``: the first page of 50 (``list_runs(limit=50)``);
 - ``filtered``: the first page of one agent's completed runs (a full page at both sizes);
@@ -15,7 +15,8 @@ soon after a bulk insert). Then, interleaved over rounds, the median time of:
 - ``window``: a page of runs saved in a 10-day window;
 - ``deep``: the page after the middle of the listing (a cursor 50% deep);
 - ``ui_runs``, ``ui_deep`` and ``ui_approvals``: the UI's runs list (first page and 50% deep)
-  and its pending approvals page, through HTTP (httpx's ASGI transport).
+  and its pending approvals page (50 paused runs at both sizes, each read whole), through HTTP
+  (httpx's ASGI transport).
 
 The report gives each time per store size and the ratio 100,000 / 1,000. Run:
 
@@ -23,9 +24,9 @@ The report gives each time per store size and the ratio 100,000 / 1,000. Run:
         [--keep DIR]
 
 ``--keep DIR`` keeps the filled stores for the next run (the SQLite files in DIR, the PostgreSQL
-schemas ``bench_keep_<size>`` on the server) and reuses those already there, so several
-measurements share one fill (100,000 runs take minutes per engine). A kept store is opened as an
-application opens it, so a store kept by an older ownloop is upgraded first, as a user's would be.
+schemas ``bench_keep_<size>_fill<FILL>`` on the server) and reuses those already there, so
+several measurements share one fill (100,000 runs take minutes per engine). A kept store is
+opened as an application opens it: one kept by an older ownloop is upgraded first.
 Prints JSON; docs/performance.md reports it.
 """
 
@@ -63,14 +64,17 @@ from ownloop.ui import cookie_name, create_app
 PAGE = 50
 TOKEN = "bench-token-0123456789abcdef"
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+FILL = 2
+"""The fill's version, in a kept store's name: bumped whenever `_rows` changes what it makes."""
 STATUSES = [("finished", "completed", "final_output")] * 14 + [
     ("finished", "failed", "tool_error"),
     ("finished", "stopped", "max_steps"),
     ("finished", "unresolved", "unresolved_effect"),
     ("finished", "stopped", "deadline"),
     ("finished", "failed", "model_error"),
-    ("paused", "paused", "approval_required"),
 ]
+PAUSED = ("paused", "paused", "approval_required")
+"""Every 20th run (5%): exactly 50 at 1,000 runs, so the approvals page is full at both sizes."""
 
 
 async def _template() -> RunSnapshot:
@@ -103,7 +107,7 @@ def _rows(template: RunSnapshot, count: int, seed: int = 7) -> tuple[list[Any], 
     items: list[Any] = []
     for n in range(count):
         run_id = f"run-{n:06d}-{uuid.UUID(int=chance.getrandbits(128)).hex[:8]}"
-        state, status, stop = chance.choice(STATUSES)
+        state, status, stop = PAUSED if n % 20 == 19 else chance.choice(STATUSES)
         actor, agent = f"actor-{chance.randrange(50):02d}", f"agent-{chance.randrange(5)}"
         saved = NOW - timedelta(seconds=chance.uniform(0, 90 * 86400))
         text = (
@@ -217,7 +221,7 @@ async def _sqlite(
         fill: dict[int, float | str] = {}
         for size in sizes:
             runs, items = _rows(template, size)
-            path = directory / f"runs-{size}.db"
+            path = directory / f"runs-{size}-fill{FILL}.db"
             started = time.perf_counter()
             if path.exists():
                 fill[size] = "kept"
@@ -228,7 +232,7 @@ async def _sqlite(
         try:
             report = await _measure(stores, rounds)
             sizes_mb = {
-                size: round(os.path.getsize(directory / f"runs-{size}.db") / 1e6, 1)
+                size: round(os.path.getsize(directory / f"runs-{size}-fill{FILL}.db") / 1e6, 1)
                 for size in sizes
             }
         finally:
@@ -239,8 +243,8 @@ async def _sqlite(
 
 @contextlib.asynccontextmanager
 async def _kept_postgres(dsn: str, size: int) -> AsyncIterator[PostgresRunStore]:
-    """A PostgreSQL store in the schema ``bench_keep_<size>``, left on the server afterwards."""
-    store = PostgresRunStore(dsn, schema=f"bench_keep_{size}")
+    """A PostgreSQL store in the schema ``bench_keep_<size>_fill<FILL>``, left on the server."""
+    store = PostgresRunStore(dsn, schema=f"bench_keep_{size}_fill{FILL}")
     try:
         yield store
     finally:
