@@ -39,6 +39,7 @@ import json
 import os
 import platform
 import random
+import re
 import sqlite3
 import statistics
 import sys
@@ -58,6 +59,7 @@ from ownloop.contracts import RunSnapshot, RunSummary
 from ownloop.policy import allow_writes
 from ownloop.store import MemoryRunStore, PostgresRunStore, RunStore, SqliteRunStore, run_cursor
 from ownloop.store._layout import plan_save
+from ownloop.store._listing import Listing, listing_query
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.ui import cookie_name, create_app
 
@@ -148,10 +150,23 @@ async def _fill_postgres(store: PostgresRunStore, runs: list[Any], items: list[A
     async with cursor.copy(f"COPY {store.schema}.run_items FROM STDIN") as copy:
         for row in items:
             await copy.write_row(row)
-    # What autovacuum does soon after a bulk insert: statistics, and the visibility map that
-    # lets a listing read its covering index alone (an index-only scan).
-    await connection.execute(f"VACUUM (ANALYZE) {store.schema}.runs")
-    await connection.execute(f"VACUUM (ANALYZE) {store.schema}.run_items")
+
+
+async def _vacuum_postgres(store: PostgresRunStore) -> int:
+    """What autovacuum does soon after a bulk insert; return the first page's heap fetches.
+
+    Statistics, and the visibility map that lets a listing read its covering index alone (an
+    index-only scan). Run once both stores are filled: a vacuum right after a fill left the
+    small store's pages unmarked once, so its pages read the table too (a slower baseline).
+    """
+    connection = await store._connect()
+    for table in ("runs", "run_items"):
+        await connection.execute(f"VACUUM (ANALYZE) {store.schema}.{table}")
+    query, params = listing_query(Listing(limit=PAGE), "postgres", f"{store.schema}.runs", str)
+    cursor = await connection.execute(f"EXPLAIN (ANALYZE, BUFFERS) {query}", params)
+    plan = " ".join(row[0] for row in await cursor.fetchall())
+    found = re.search(r"Heap Fetches: (\d+)", plan)
+    return int(found.group(1)) if found else -1
 
 
 def _middle_cursor(runs: list[Any]) -> str:
@@ -280,7 +295,15 @@ async def _postgres(
                 await _fill_postgres(store, runs, items)
                 fill[size] = round(time.perf_counter() - started, 1)
             stores[size] = (store, _middle_cursor(runs))
-        return {"queries": await _measure(stores, rounds), "fill_s": fill}
+        fetches = {
+            size: await _vacuum_postgres(store)
+            for size, store in zip(sizes, (small, large), strict=True)
+        }
+        return {
+            "queries": await _measure(stores, rounds),
+            "fill_s": fill,
+            "first_page_heap_fetches": fetches,
+        }
 
 
 async def main() -> None:

@@ -2,8 +2,8 @@
 
 A listing is ordered by last save, newest first, ties broken by run id (descending), and a page
 continues after the last line of the previous one — its `run_cursor` — rather than skipping an
-OFFSET, so page 2,000 costs what page 1 does. Every filter is an equality or a time range that an
-index below serves in that same order. The SQL of a filter that is not set is left out (an
+OFFSET, so page 2,000 costs what page 1 does. Every filter is an equality or a time range that a
+listing index serves in that same order. The SQL of a filter that is not set is left out (an
 ``x IS NULL OR ...`` filter keeps the planner from using an index). No I/O here.
 
 The indexes (store schema 6, see ``_schema.py``) hold every column of a listing line, the run's
