@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ownloop import Approval, Receipt, RunStatus
+from ownloop import Actor, Approval, Receipt, RunStatus
 from ownloop.contracts import (
     Evidence,
     ModelRequested,
@@ -321,6 +321,62 @@ def test_known_runs_are_bounded_and_forget_finished_runs() -> None:
     assert (len(known), known.parts_at("c", 2)) == (1, None)
 
 
+_SCHEMA_5_LISTING = {  # the listing indexes a store of schema 5 created where it opened
+    "sqlite": (
+        "CREATE INDEX runs_by_recency ON runs (updated_at DESC, run_id DESC)",
+        "CREATE INDEX runs_by_state_recency ON runs (state, updated_at DESC, run_id DESC)",
+        "CREATE INDEX runs_by_actor_recency ON runs (iif(json_valid(snapshot), "
+        "json_extract(snapshot, '$.actor.id'), NULL), updated_at DESC, run_id DESC)",
+        "CREATE INDEX runs_by_agent_recency ON runs (iif(json_valid(snapshot), "
+        "json_extract(snapshot, '$.versions.policy_digest'), NULL), updated_at DESC, run_id DESC)",
+    ),
+    "postgres": (
+        POSTGRES_MIGRATIONS[5][0],  # run_field(), which schema 5 created with these indexes
+        "CREATE INDEX runs_by_recency ON {s}.runs (updated_at DESC, run_id DESC)",
+        "CREATE INDEX runs_by_status_recency ON {s}.runs (status, updated_at DESC, run_id DESC)",
+        "CREATE INDEX runs_by_actor_recency ON {s}.runs "
+        "({s}.run_field(snapshot, 'actor', 'id'), updated_at DESC, run_id DESC)",
+    ),
+}
+
+
+def test_a_schema_5_database_upgrades_to_listings_read_from_their_indexes(
+    database: Database, run: Run
+) -> None:
+    """Schema 5 to 6 copies each stored run's actor and agent into columns its new indexes cover."""
+    sample = RunSnapshot.model_validate_json((SAMPLES / "v1_paused.json").read_text())
+    _old_database(database, 5, sample)
+    for statement in _SCHEMA_5_LISTING[database.kind]:
+        database.query(statement)
+    acting = sample.model_copy(update={"run_id": "run-alice", "actor": Actor(id="alice")})
+    database.query(
+        "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot) "
+        "VALUES (?, 1, 'paused', 'paused', 'approval_required', '2026-01-02T00:00:00+00:00', ?)",
+        acting.run_id,
+        acting.model_dump_json(),
+    )
+    store = database.open()
+    digest = sample.versions.policy_digest
+    lines = run(store.list_runs())
+    assert [(line.run_id, line.actor, line.agent) for line in lines] == [
+        ("run-alice", "alice", digest),
+        (sample.run_id, None, digest),
+    ]
+    assert [line.run_id for line in run(store.list_runs(actor="alice"))] == ["run-alice"]
+    assert len(run(store.list_runs(agent=digest, state="paused"))) == 2
+    assert run(store.list_runs(agent="another agent")) == []
+    assert database.query("SELECT max(version) FROM {s}.ownloop_schema") == [(6,)]
+    found = database.query(
+        "SELECT sql FROM sqlite_master WHERE name = 'runs_by_actor_recency'"
+        if database.kind == "sqlite"
+        else "SELECT indexdef FROM pg_indexes WHERE indexname = 'runs_by_actor_recency' "
+        "AND schemaname = '{s}'"
+    )
+    assert "(actor, updated_at DESC, run_id DESC" in found[0][0], found
+    assert "json" not in found[0][0], found
+    assert "run_field" not in found[0][0], found
+
+
 def _old_database(database: Database, schema_version: int, sample: RunSnapshot) -> None:
     """Lay the database out as store schema ``schema_version`` did, holding ``sample`` whole."""
     migrations = SQLITE_MIGRATIONS if database.kind == "sqlite" else POSTGRES_MIGRATIONS
@@ -345,11 +401,11 @@ def _old_database(database: Database, schema_version: int, sample: RunSnapshot) 
     )
 
 
-@pytest.mark.parametrize("schema_version", [1, 2, 3, 4])
+@pytest.mark.parametrize("schema_version", [1, 2, 3, 4, 5])
 def test_an_old_database_is_upgraded_and_its_paused_run_resumes(
     database: Database, run: Run, tmp_path: Path, schema_version: int
 ) -> None:
-    """A store schema 1-4 database upgrades on open; its paused run loads, resumes, moves."""
+    """A store schema 1-5 database upgrades on open; its paused run loads, resumes, moves."""
     sample = RunSnapshot.model_validate_json((SAMPLES / "v1_paused.json").read_text())
     _old_database(database, schema_version, sample)
     store = database.open()

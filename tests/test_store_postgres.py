@@ -12,6 +12,7 @@ import pytest
 from ownloop import ConfigurationError
 from ownloop.exceptions import SchemaVersionError, StoreError
 from ownloop.store import PostgresRunStore
+from ownloop.store._schema import STORE_SCHEMA_VERSION
 from tests.durable_support import fresh_schema, postgres_dsn, snapshot
 
 
@@ -96,7 +97,7 @@ def test_tables_live_in_the_stores_schema(store: PostgresRunStore, dsn: str) -> 
         "threads",
         "ownloop_schema",
     }
-    assert version == [(1,), (2,), (3,), (4,), (5,)]
+    assert version == [(n,) for n in range(1, STORE_SCHEMA_VERSION + 1)]
 
 
 def test_hand_written_newer_snapshot_fails_fast(store: PostgresRunStore, dsn: str) -> None:
@@ -130,9 +131,14 @@ def test_corrupt_records_are_store_errors(store: PostgresRunStore, dsn: str) -> 
 def test_schema_of_a_newer_store_is_refused(store: PostgresRunStore, dsn: str) -> None:
     """A schema laid out by a newer ownloop fails fast on connection."""
     asyncio.run(store.get("warm-up"))
-    _execute(dsn, f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES (6)")
+    _execute(
+        dsn,
+        f"INSERT INTO {store.schema}.ownloop_schema (version) VALUES ({STORE_SCHEMA_VERSION + 1})",
+    )
     newcomer = PostgresRunStore(dsn, schema=store.schema)
-    with pytest.raises(SchemaVersionError, match="store schema version 6"):
+    with pytest.raises(
+        SchemaVersionError, match=f"store schema version {STORE_SCHEMA_VERSION + 1}"
+    ):
         asyncio.run(newcomer.get("run-1"))
 
 

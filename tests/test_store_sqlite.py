@@ -14,6 +14,7 @@ from ownloop import ConfigurationError
 from ownloop.contracts import WriteIntent
 from ownloop.exceptions import SchemaVersionError, StaleCheckpoint, StoreError
 from ownloop.store import SqliteRunStore
+from ownloop.store._schema import STORE_SCHEMA_VERSION
 from tests.durable_support import T0, snapshot
 
 _COLUMNS = "(run_id, version, state, status, stop_reason, updated_at, snapshot)"
@@ -49,7 +50,7 @@ def test_file_is_in_wal_mode_with_its_schema_version(tmp_path: Path) -> None:
         tables
     )
     versions = raw.execute("SELECT version FROM ownloop_schema").fetchall()
-    assert versions == [(1,), (2,), (3,), (4,), (5,)]
+    assert versions == [(n,) for n in range(1, STORE_SCHEMA_VERSION + 1)]
     raw.close()
     asyncio.run(store.close())
     reopened = SqliteRunStore(tmp_path / "runs.db")  # migrations do not run twice
@@ -128,9 +129,11 @@ def test_database_of_a_newer_store_schema_is_refused(tmp_path: Path) -> None:
     """Opening a file laid out by a newer ownloop fails fast and leaves it untouched."""
     asyncio.run(SqliteRunStore(tmp_path / "runs.db").close())
     raw = _raw(tmp_path / "runs.db")
-    raw.execute("INSERT INTO ownloop_schema VALUES (6, 'later')")
+    raw.execute("INSERT INTO ownloop_schema VALUES (?, 'later')", (STORE_SCHEMA_VERSION + 1,))
     raw.close()
-    with pytest.raises(SchemaVersionError, match="store schema version 6"):
+    with pytest.raises(
+        SchemaVersionError, match=f"store schema version {STORE_SCHEMA_VERSION + 1}"
+    ):
         SqliteRunStore(tmp_path / "runs.db")
 
 

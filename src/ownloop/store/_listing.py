@@ -2,12 +2,14 @@
 
 A listing is ordered by last save, newest first, ties broken by run id (descending), and a page
 continues after the last line of the previous one — its `run_cursor` — rather than skipping an
-OFFSET, so page 2,000 costs what page 1 does. Every filter is an equality or a time range that an
-index below serves in that same order. The SQL of a filter that is not set is left out (an
+OFFSET, so page 2,000 costs what page 1 does. Every filter is an equality or a time range that a
+listing index serves in that same order. The SQL of a filter that is not set is left out (an
 ``x IS NULL OR ...`` filter keeps the planner from using an index). No I/O here.
 
-The indexes are created where a store opens (``CREATE INDEX IF NOT EXISTS``): they change no table,
-so they need no store schema version of their own.
+The indexes (store schema 6, see ``_schema.py``) hold every column of a listing line, the run's
+actor and agent included (columns of their own since schema 6, copied from the state record on
+each save), so a page reads a few pages of one narrow index and never a run row: those hold the
+state record, kilobytes each, and at 100,000 runs are spread over a file of gigabytes.
 """
 
 from __future__ import annotations
@@ -21,74 +23,17 @@ from ownloop.contracts import RunSummary
 from ownloop.exceptions import ConfigurationError
 
 __all__ = [
-    "RUN_FIELD",
     "Listing",
     "after_cursor",
-    "listing_indexes",
     "listing_query",
     "run_cursor",
     "summary_of",
 ]
 
 _SEPARATOR = "|"
-
-ACTOR = {
-    "sqlite": "iif(json_valid(snapshot), json_extract(snapshot, '$.actor.id'), NULL)",
-    "postgres": "{s}.run_field(snapshot, 'actor', 'id')",
-}
-"""A run's actor id, as each engine reads it from the state record.
-
-An index expression that failed on a corrupt row would keep a store from opening, or refuse the
-row: these read around it.
-"""
-AGENT = {
-    "sqlite": "iif(json_valid(snapshot), json_extract(snapshot, '$.versions.policy_digest'), NULL)",
-    "postgres": "{s}.run_field(snapshot, 'versions', 'policy_digest')",
-}
-"""A run's agent (its configuration digest), as each engine reads it from the state record."""
-
 _ORDER = "updated_at DESC, run_id DESC"
-_KEYS = {
-    "runs_by_recency": "",
-    "runs_by_state_recency": "state, ",
-    "runs_by_status_recency": "status, ",
-}
-
-
-def listing_indexes(dialect: str, table: str) -> tuple[tuple[str, str], ...]:
-    """Return the listing indexes of a store: ``(name, statement)``, built where a store opens.
-
-    Args:
-        dialect: ``"sqlite"`` or ``"postgres"``.
-        table: The runs table, as the engine names it (``{s}.runs``: ``{s}`` is the schema).
-    """
-    keyed = {
-        **_KEYS,
-        "runs_by_actor_recency": f"{ACTOR[dialect]}, ",
-        "runs_by_agent_recency": f"{AGENT[dialect]}, ",
-    }
-    return tuple(
-        (name, f"CREATE INDEX IF NOT EXISTS {name} ON {table} ({key}{_ORDER})")
-        for name, key in keyed.items()
-    )
-
-
-RUN_FIELD = r"""CREATE OR REPLACE FUNCTION {s}.run_field(doc json, VARIADIC path text[])
-RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-BEGIN
-    RETURN doc #>> path;
-EXCEPTION WHEN untranslatable_character THEN
-    BEGIN  -- a NUL escape elsewhere in the document: read it without them
-        RETURN replace(doc::text, '\u0000', '')::json #>> path;
-    EXCEPTION WHEN OTHERS THEN
-        RETURN NULL;
-    END;
-END $$"""
-r"""PostgreSQL's reading of a field of a stored record, for its listing indexes.
-
-``json`` operators refuse a document holding a NUL escape (``\u0000``, which a task may hold),
-and an index expression that fails would fail the save: this one reads around it.
-"""
+_LINE = "run_id, state, status, stop_reason, version, updated_at, actor, agent"
+"""A listing line's columns: every one is in each listing index (store schema 6)."""
 
 
 def run_cursor(summary: RunSummary) -> str:
@@ -187,15 +132,10 @@ def listing_query(
     mark = ":{}" if dialect == "sqlite" else "%({})s"
     where: list[str] = []
     params: dict[str, Any] = {"limit": listing.size}
-    for name, column in (
-        ("state", "state"),
-        ("status", "status"),
-        ("agent", AGENT[dialect]),
-        ("actor", ACTOR[dialect]),
-    ):
+    for name in ("state", "status", "agent", "actor"):
         value = getattr(listing, name)
         if value is not None:
-            where.append(f"{column} = {mark.format(name)}")
+            where.append(f"{name} = {mark.format(name)}")
             params[name] = value
     if listing.since is not None:
         where.append(f"updated_at >= {mark.format('since')}")
@@ -213,8 +153,8 @@ def listing_query(
         params.update(at=moment(at), after_id=run_id)
     condition = f"WHERE {' AND '.join(where)} " if where else ""
     query = (
-        f"SELECT run_id, state, status, stop_reason, version, updated_at, {ACTOR[dialect]}, "  # noqa: S608 - constants
-        f"{AGENT[dialect]} FROM {table} {condition}ORDER BY {_ORDER} LIMIT {mark.format('limit')}"
+        f"SELECT {_LINE} FROM {table} {condition}ORDER BY {_ORDER} "  # noqa: S608 - constants
+        f"LIMIT {mark.format('limit')}"
     )
     return query, params
 

@@ -32,13 +32,7 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import (
-    RUN_FIELD,
-    Listing,
-    listing_indexes,
-    listing_query,
-    summary_of,
-)
+from ownloop.store._listing import Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._postgres_operations import PostgresOperations
 from ownloop.store._postgres_sql import (
@@ -193,34 +187,16 @@ class PostgresRunStore(PostgresThreads, PostgresOperations):
             if current < STORE_SCHEMA_VERSION:
                 # Wait for the writes in flight (each reads this table in its upgrade fence) and
                 # hold every later one until the upgrade commits: they then see the new version.
-                # A migration that alters tables should lock them before this one (a write locks
-                # its table first, then reads this one), so an upgrade never deadlocks a write.
-                await connection.execute(
-                    self._sql("LOCK TABLE {s}.ownloop_schema IN ACCESS EXCLUSIVE MODE")
-                )
+                # The runs table, which the upgrade to 6 alters, is locked first: a write locks its
+                # table first, then reads this one, so the upgrade never deadlocks a write.
+                tables = "{s}.runs, {s}.ownloop_schema" if current else "{s}.ownloop_schema"
+                await connection.execute(self._sql(f"LOCK TABLE {tables} IN ACCESS EXCLUSIVE MODE"))
             for version in range(current + 1, STORE_SCHEMA_VERSION + 1):
                 for statement in POSTGRES_MIGRATIONS[version - 1]:
                     await connection.execute(self._sql(statement))
                 await connection.execute(
                     self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
                 )
-            await self._index(connection)
-
-    async def _index(self, connection: AsyncConnection[Any]) -> None:
-        """Create the listing indexes a store lacks (no table changes: no schema version).
-
-        Only the missing ones: even ``CREATE INDEX IF NOT EXISTS`` locks the table first.
-        """
-        cursor = await connection.execute(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (self.schema,)
-        )
-        present = {name for (name,) in await cursor.fetchall()}
-        indexes = listing_indexes("postgres", "{s}.runs")
-        if not {name for name, _ in indexes} <= present:
-            await connection.execute(self._sql(RUN_FIELD))
-        for name, statement in indexes:
-            if name not in present:
-                await connection.execute(self._sql(statement))
 
     @property
     def _place(self) -> str:

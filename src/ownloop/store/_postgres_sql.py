@@ -33,14 +33,15 @@ HELD = (
 )
 INSERT = (
     "INSERT INTO {s}.runs (run_id, version, state, status, stop_reason, updated_at, snapshot, "
-    "layout) SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, %(updated_at)s, "
-    "%(snapshot)s::json, %(layout)s::json WHERE {guard} ON CONFLICT (run_id) DO NOTHING "
+    "actor, agent, layout) SELECT %(run_id)s, 1, %(state)s, %(status)s, %(stop_reason)s, "
+    "%(updated_at)s, %(snapshot)s::json, %(actor)s, %(agent)s, %(layout)s::json "
+    "WHERE {guard} ON CONFLICT (run_id) DO NOTHING "
     "RETURNING run_id"
 )
 UPDATE = (
     "UPDATE {s}.runs SET version = version + 1, state = %(state)s, status = %(status)s, "
     "stop_reason = %(stop_reason)s, updated_at = %(updated_at)s, snapshot = %(snapshot)s::json, "
-    "layout = %(layout)s::json "
+    "actor = %(actor)s, agent = %(agent)s, layout = %(layout)s::json "
     "WHERE run_id = %(run_id)s AND version = %(expected)s AND {guard} RETURNING run_id"
 )
 # One statement, so one atomic unit even on a connection shared by coroutines: the item rows

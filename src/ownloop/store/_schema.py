@@ -21,8 +21,45 @@ __all__ = [
     "STORE_SCHEMA_VERSION",
 ]
 
-STORE_SCHEMA_VERSION = 5
+STORE_SCHEMA_VERSION = 6
 """The table layout the SQL stores create and read."""
+
+# Store schema 6's listing indexes: each holds every column a listing line shows, so a page reads
+# its index alone, never the run rows and their state records (see _listing.py). Frozen with it.
+_LISTED = ("state", "status", "stop_reason", "version", "actor", "agent")
+_LISTING_KEYS = {
+    "runs_by_recency": None,
+    "runs_by_state_recency": "state",
+    "runs_by_status_recency": "status",
+    "runs_by_actor_recency": "actor",
+    "runs_by_agent_recency": "agent",
+}
+
+
+def _covered(key: str | None) -> str:
+    return ", ".join(column for column in _LISTED if column != key)
+
+
+def _keyed(key: str | None) -> str:
+    return f"{key}, updated_at DESC, run_id DESC" if key else "updated_at DESC, run_id DESC"
+
+
+_RUN_FIELD = r"""CREATE OR REPLACE FUNCTION {s}.run_field(doc json, VARIADIC path text[])
+RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN doc #>> path;
+EXCEPTION WHEN untranslatable_character THEN
+    BEGIN  -- a NUL escape elsewhere in the document: read it without them
+        RETURN replace(doc::text, '\u0000', '')::json #>> path;
+    EXCEPTION WHEN OTHERS THEN
+        RETURN NULL;
+    END;
+END $$"""
+r"""PostgreSQL's reading of a field of a stored record (the backfill below, and `run_stats`).
+
+``json`` operators refuse a document holding a NUL escape (``\u0000``, which a task may hold):
+this one reads around it, so one odd row never fails an upgrade or a summary.
+"""
 
 SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 1
@@ -59,6 +96,20 @@ SQLITE_MIGRATIONS: tuple[tuple[str, ...], ...] = (
             thread_id TEXT NOT NULL, position INTEGER NOT NULL, run_id TEXT NOT NULL UNIQUE,
             added_at TEXT NOT NULL, PRIMARY KEY (thread_id, position))""",
     ),
+    (  # store schema 6: a run's actor and agent as columns; listing indexes that cover a page
+        # (they replace the expression indexes a store of schema 5 created where it opened).
+        "ALTER TABLE runs ADD COLUMN actor TEXT",
+        "ALTER TABLE runs ADD COLUMN agent TEXT",
+        "UPDATE runs SET "
+        "actor = iif(json_valid(snapshot), json_extract(snapshot, '$.actor.id'), NULL), "
+        "agent = iif(json_valid(snapshot), json_extract(snapshot, '$.versions.policy_digest'), "
+        "NULL)",
+        *(f"DROP INDEX IF EXISTS {name}" for name in _LISTING_KEYS),
+        *(
+            f"CREATE INDEX {name} ON runs ({_keyed(key)}, {_covered(key)})"
+            for name, key in _LISTING_KEYS.items()
+        ),
+    ),
 )
 POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
     (  # store schema 1; {s} is the store's schema
@@ -93,6 +144,17 @@ POSTGRES_MIGRATIONS: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE {s}.threads (
             thread_id text NOT NULL, position integer NOT NULL, run_id text NOT NULL UNIQUE,
             added_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (thread_id, position))""",
+    ),
+    (  # store schema 6: actor and agent columns, covering listing indexes (see the SQLite one)
+        _RUN_FIELD,
+        "ALTER TABLE {s}.runs ADD COLUMN actor text, ADD COLUMN agent text",
+        "UPDATE {s}.runs SET actor = {s}.run_field(snapshot, 'actor', 'id'), "
+        "agent = {s}.run_field(snapshot, 'versions', 'policy_digest')",
+        *(f"DROP INDEX IF EXISTS {{s}}.{name}" for name in _LISTING_KEYS),
+        *(
+            f"CREATE INDEX {name} ON {{s}}.runs ({_keyed(key)}) INCLUDE ({_covered(key)})"
+            for name, key in _LISTING_KEYS.items()
+        ),
     ),
 )
 

@@ -35,7 +35,11 @@ RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
 class SnapshotRow(NamedTuple):
-    """The columns of a ``runs`` row, except its version."""
+    """The columns of a ``runs`` row, except its version and layout.
+
+    ``actor`` and ``agent`` repeat two fields of the state record as columns of their own, so a
+    listing reads them from its index (store schema 6) rather than from the record.
+    """
 
     run_id: str
     state: str
@@ -43,6 +47,8 @@ class SnapshotRow(NamedTuple):
     stop_reason: str | None
     updated_at: datetime
     snapshot: str
+    actor: str | None
+    agent: str | None
 
 
 def snapshot_row(snapshot: RunSnapshot) -> SnapshotRow:
@@ -63,6 +69,8 @@ def snapshot_row(snapshot: RunSnapshot) -> SnapshotRow:
         stop_reason=result.stop_reason.value if result is not None else None,
         updated_at=snapshot.saved_at.astimezone(UTC),
         snapshot=snapshot.model_dump_json(),
+        actor=snapshot.actor.id if snapshot.actor is not None else None,
+        agent=snapshot.versions.policy_digest,
     )
 
 

@@ -36,7 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
-from ownloop.store._listing import Listing, listing_indexes, listing_query, summary_of
+from ownloop.store._listing import Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import Retention, RetentionSchedule
 from ownloop.store._rules import (
@@ -184,8 +184,6 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
                 self._db.execute(
                     "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
-            for _, statement in listing_indexes("sqlite", "runs"):  # no table change: no version
-                self._db.execute(statement)
 
     async def save(
         self,
@@ -205,7 +203,15 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
             known = self._known.parts_at(run_id, expected_version)
         plan = plan_save(snapshot, known, kept)
         row = plan.row
-        values = (row.state, row.status, row.stop_reason, iso(row.updated_at), row.snapshot)
+        values = (
+            row.state,
+            row.status,
+            row.stop_reason,
+            iso(row.updated_at),
+            row.snapshot,
+            row.actor,
+            row.agent,
+        )
         held = self._held(lease)
         guard = _LEASED if lease is not None else "1"
         version: Any = _SAVED
@@ -217,14 +223,16 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
                     if expected_version is None:
                         cursor = db.execute(
                             "INSERT INTO runs (run_id, version, state, status, stop_reason, "
-                            f"updated_at, snapshot, layout) SELECT ?, 1, ?, ?, ?, ?, ?, ? "
+                            "updated_at, snapshot, actor, agent, layout) "
+                            f"SELECT ?, 1, ?, ?, ?, ?, ?, ?, ?, ? "
                             f"WHERE {guard} ON CONFLICT (run_id) DO NOTHING",
                             (run_id, *values, plan.layout, *held),
                         )
                     else:
                         cursor = db.execute(
                             "UPDATE runs SET version = version + 1, state = ?, status = ?, "  # noqa: S608 - {guard} is a constant
-                            "stop_reason = ?, updated_at = ?, snapshot = ?, layout = ? "
+                            "stop_reason = ?, updated_at = ?, snapshot = ?, actor = ?, agent = ?, "
+                            "layout = ? "
                             f"WHERE run_id = ? AND version = ? AND {guard}",
                             (*values, plan.layout, run_id, expected_version, *held),
                         )
