@@ -143,6 +143,28 @@ def test_a_key_before_its_sign_is_held_with_the_spaces_after_it() -> None:
     )
 
 
+@pytest.mark.parametrize("between", ["\r", " \r", "\x0b \x0c", "\u00a0 "])
+def test_a_key_held_across_any_whitespace_before_its_sign(between: str) -> None:
+    """Any whitespace (a carriage return) between a key and its sign holds the key, as a space."""
+    rules = Redactor()
+    text = f"the token{between}: hunter2hunter2 done "
+    for cut in range(1, len(text)):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert "hunter2" not in released[0]
+        assert "".join(released) == rules.redact_text(text)
+
+
+def test_ordinary_short_pieces_are_released_as_they_come() -> None:
+    """One-word pieces that no rule can read are released whole, or up to their last space."""
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed("plain ") == "plain "
+    assert streamed.feed("words\tand") == "words\t"
+    assert streamed.feed("no") == ""
+    assert streamed.held == 5
+    assert streamed.feed("te \u00e9t\u00e9 ") == "andnote \u00e9t\u00e9 "
+    assert streamed.held == 0
+
+
 def test_the_redactor_is_read_at_every_piece() -> None:
     """A secret learned mid-stream is redacted in the text still held."""
     current = [Redactor()]
