@@ -196,9 +196,9 @@ class StreamRedactor:
         rules = known[1]
         quiet = rules.quiet
         if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(held)):
-            # no rule can match or be pending in it (the common one-word piece): one search
+            # no rule can match or be pending in it (the common one-word piece): one search;
+            # no rescan is pending (one waits for more than twice RESCAN_FLOOR characters)
             cut = len(held) if held.endswith(_SPACES) else _last_space(held, len(held))
-            self._rescan_at = 0
             self._held = held[cut:]
             return _clean(held[:cut])
         cut, spans = _cut(held, rules, redactor)
