@@ -77,9 +77,10 @@ class _Rules:
     the held text the rule is not tried. A rule without such literals is always tried.
     """
 
-    __slots__ = ("assignment", "spanning", "words")
+    __slots__ = ("assignment", "quiet", "spanning", "words")
 
     words: tuple[tuple[str, tuple[str, ...]], ...]
+    quiet: re.Pattern[str] | None
 
     def __init__(self, redactor: Redactor) -> None:
         spanning: list[tuple[tuple[str, ...], regex.Pattern[str]]] = []
@@ -110,6 +111,16 @@ class _Rules:
         # The words to redact hold one of these literals; each group of them is found by its
         # common prefix (one fast `str.find` loop) and then told apart.
         self.words = _word_groups(anchors)
+        # Every literal that sends a text to a rule, lower-cased: a short text (folded) without
+        # any of them is released up to its last space as it is. None when a rule is ungated.
+        literals = [literal for gate, _ in spanning for literal in gate]
+        literals += self.assignment[0] if self.assignment is not None else ()
+        literals += (anchor.lower() for _, group in self.words for anchor in group)
+        self.quiet = (
+            re.compile("|".join(map(re.escape, sorted(set(literals)))))
+            if all(gate for gate, _ in spanning)
+            else None
+        )
 
 
 def _word_groups(anchors: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -183,6 +194,13 @@ class StreamRedactor:
         if known is None or known[0] is not redactor:
             known = self._known = (redactor, _Rules(redactor))  # once a stream, mostly
         rules = known[1]
+        quiet = rules.quiet
+        if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(held)):
+            # no rule can match or be pending in it (the common one-word piece): one search;
+            # no rescan is pending (one waits for more than twice RESCAN_FLOOR characters)
+            cut = len(held) if held.endswith(_SPACES) else _last_space(held, len(held))
+            self._held = held[cut:]
+            return _clean(held[:cut])
         cut, spans = _cut(held, rules, redactor)
         self._rescan_at = 0
         if cut == 0:
@@ -218,7 +236,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
     # a key=value match holds its sign; without one, only a key the text ends on can start one
     if (
         assignment is not None
-        and ("=" in text or ":" in text or text[-1:] in _SPACES)
+        and ("=" in text or ":" in text or text[-1:].isspace())
         and _holds_any(lowered, assignment[0])
     ):
         # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
@@ -254,7 +272,7 @@ def _assignments(text: str, rule: regex.Pattern[str]) -> list[regex.Match[str]]:
     """The key=value rule's matches, tried only where one can start.
 
     A match holds ``:`` or ``=`` after its key, and a key holds no space: it starts in the word
-    before a sign (spaces between them skipped), or, when only spaces end the text, in its last
+    before a sign (spaces between them skipped), or, when only whitespace ends the text, in its last
     word (the sign still to come). There it is tried at each position its look-behind allows.
 
     Positions are tried left to right, each once, and none inside a match found (as a search
@@ -304,8 +322,12 @@ def _positions(text: str, literal: str) -> list[int]:
 
 
 def _skip_spaces_back(text: str, at: int) -> int:
-    """The position after the last character before ``at`` that is not a space, tab or newline."""
-    while at > 0 and text[at - 1] in _SPACES:
+    """The position after the last character before ``at`` that is not whitespace.
+
+    Whitespace as the key=value rule reads it between a key and its sign (`str.isspace`, a
+    carriage return too).
+    """
+    while at > 0 and text[at - 1].isspace():
         at -= 1
     return at
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from types import TracebackType
@@ -108,7 +109,7 @@ class RunStream(Generic[OutputT]):
     """The events of one run, as an async iterator; the last one is `StreamEnded`.
 
     Create it with `Agent.run_stream`. The run starts at the first ``__anext__`` and runs in its
-    own task, so a slow reader never stalls it (events wait in an unbounded queue, whose size
+    own task, so a slow reader never stalls it (events wait in an unbounded deque, whose size
     the run's budgets bound). Use it inside ``async with`` so that leaving early cancels the run.
 
     Args:
@@ -130,7 +131,10 @@ class RunStream(Generic[OutputT]):
         self._state = state
         self._drive = drive
         self._warn_at = warn_at
-        self._queue: asyncio.Queue[StreamEvent | _Failed] = asyncio.Queue()
+        # events wait here; the reader, when it found none, waits on `_waiter` (an asyncio.Queue
+        # costs more per event: task counts, an event, a list of getters)
+        self._items: deque[StreamEvent | _Failed] = deque()
+        self._waiter: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self._budgets = _BudgetWatch(limits, warn_at)
         self._step = 1
@@ -149,11 +153,15 @@ class RunStream(Generic[OutputT]):
         if self._task is None:
             self._state.trace.add_sink(self._on_event)
             self._task = asyncio.create_task(self._run(), name=f"ownloop-run-{self.run_id}")
-        try:
-            item = await self._queue.get()
-        except asyncio.CancelledError:
-            await self.aclose()
-            raise
+        items = self._items
+        while not items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                await self.aclose()
+                raise
+        item = items.popleft()
         if isinstance(item, _Failed):
             self._finished = True
             raise item.error
@@ -187,24 +195,30 @@ class RunStream(Generic[OutputT]):
             with listen_to_text_deltas(self._on_text):
                 result = await self._drive(self._state)
         except Exception as error:  # handed to the reader, who raised the run
-            self._queue.put_nowait(_Failed(error))
+            self._put(_Failed(error))
             return
-        self._queue.put_nowait(StreamEnded(run_id=self.run_id, result=result))
+        self._put(StreamEnded(run_id=self.run_id, result=result))
+
+    def _put(self, item: StreamEvent | _Failed) -> None:
+        self._items.append(item)
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     def _on_text(self, text: str) -> None:
         released = self._text.feed(text)
         if released:
             # validated: pydantic-core checks three fields faster than `model_construct` skips them
-            self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=released))
+            self._put(TextDelta(run_id=self.run_id, step=self._step, text=released))
 
     def _on_event(self, event: TraceEvent) -> None:
         if isinstance(event, ModelResponded | ModelFailed):
             self._on_text_end()
         elif isinstance(event, ModelRequested):
             self._step = event.step
-        self._queue.put_nowait(event)
+        self._put(event)
         for budget, name, used, limit in self._budgets.see(event):
-            self._queue.put_nowait(
+            self._put(
                 BudgetWarning(
                     run_id=self.run_id,
                     budget=budget,
@@ -218,7 +232,7 @@ class RunStream(Generic[OutputT]):
     def _on_text_end(self) -> None:
         rest = self._text.end()
         if rest:
-            self._queue.put_nowait(TextDelta(run_id=self.run_id, step=self._step, text=rest))
+            self._put(TextDelta(run_id=self.run_id, step=self._step, text=rest))
 
     def __repr__(self) -> str:
         state = "ended" if self._finished else "running" if self._task else "not started"
