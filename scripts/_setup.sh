@@ -36,7 +36,7 @@ apt_install() {
     can_apt || return 1
     say "installing $* (apt-get)"
     if [[ -z $_APT_UPDATED ]]; then
-        apt-get update -qq >/dev/null || return 1
+        apt-get update -qq -o DPkg::Lock::Timeout=600 >/dev/null || return 1
         _APT_UPDATED=1
     fi
     # The lock timeout: a step started in the background may be installing packages too.

@@ -16,8 +16,9 @@ setup_ui() {
             printf 'setup_ui: installing chromium (Debian package)\n'
             local log
             log=$(mktemp)
-            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-                -o DPkg::Lock::Timeout=600 chromium; } >"$log" 2>&1 || {
+            { apt-get update -qq -o DPkg::Lock::Timeout=600 &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+                    chromium; } >"$log" 2>&1 || {
                 cat "$log"
                 printf 'setup_ui: chromium could not be installed; the browser tests will skip\n'
             }
