@@ -46,7 +46,7 @@ apt_install() {
 # start_step NAME LABEL COMMAND...: run a step in the background, beside the steps that follow
 # (what it prints is kept until it ends); finish_step NAME waits for it, prints that, and says how
 # long it took. For steps that need nothing the others provide (apt packages, npm servers).
-declare -A _STEP_PID _STEP_LABEL _STEP_LOG _STEP_START
+declare -gA _STEP_PID _STEP_LABEL _STEP_LOG _STEP_START
 start_step() {
     local name=$1 label=$2
     shift 2
