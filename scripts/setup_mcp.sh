@@ -23,6 +23,13 @@ setup_mcp() {
         "$python" -m pip install -q "mcp==2.3.0" "mcp-server-time==2026.10.19" \
             "mcp-server-git==2026.10.19" || return 1
     fi
+    setup_mcp_npm "$root"
+}
+
+# setup_mcp_npm [ROOT]: only the npm servers (needs no virtual environment, so ./scripts/test runs
+# it in the background while the environment installs).
+setup_mcp_npm() {
+    local root=${1:-$PWD}
     if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
         echo "setup_mcp: node/npm not found; the tests against npm MCP servers will be skipped"
         return 0

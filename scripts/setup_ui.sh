@@ -14,8 +14,15 @@ setup_ui() {
     if [[ ! -x /usr/bin/chromium ]]; then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
             printf 'setup_ui: installing chromium (Debian package)\n'
-            { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } ||
+            local log
+            log=$(mktemp)
+            { apt-get update -qq -o DPkg::Lock::Timeout=600 &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -o DPkg::Lock::Timeout=600 \
+                    chromium; } >"$log" 2>&1 || {
+                cat "$log"
                 printf 'setup_ui: chromium could not be installed; the browser tests will skip\n'
+            }
+            rm -f "$log"
         else
             printf 'setup_ui: no /usr/bin/chromium and no root apt-get; the browser tests will skip\n'
         fi
@@ -23,7 +30,7 @@ setup_ui() {
     # find_spec: looked up, not imported (a second saved on a busy machine).
     if [[ -x $venv/bin/python ]] && ! "$venv/bin/python" -c 'import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in ("playwright", "starlette", "uvicorn", "jinja2")))' 2>/dev/null; then
         printf 'setup_ui: installing the ui extra and playwright into %s\n' "$venv"
-        "$venv/bin/pip" install -q -e '.[ui]' 'playwright==1.65.2'
+        venv_install "$venv" -e '.[ui]' 'playwright==1.65.2'
     fi
     return 0
 }
@@ -31,5 +38,6 @@ setup_ui() {
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     set -euo pipefail
     cd "$(dirname "$0")/.."
+    source scripts/_setup.sh
     setup_ui "$@"
 fi

@@ -2,18 +2,22 @@
 
 Loopback stays open, so tests can start and call local servers (preferred to mocking our code).
 Skipped tests are summed up as one line per reason (``-ra`` would print one line per test).
+In pytest-xdist workers the longest modules run first (``tests/module_costs.json``), so no long
+module starts last and leaves one worker running it alone.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
+import json
 import os
 import socket
 import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -97,6 +101,60 @@ def pytest_collectstart(collector: Any) -> None:
     capture = plugins.get_plugin("capturemanager")
     with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
         sys.stderr.write(f"[{worker}] {line}\n")
+
+
+_COSTS = Path(__file__).with_name("module_costs.json")
+_SPENT: dict[str, float] = {}
+_TESTS: Counter[str] = Counter()
+
+
+def _module(nodeid: str) -> str:
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """In xdist workers, put the longest modules first: ``--dist loadfile`` hands them out in order.
+
+    Each module keeps its own order. Costs are seconds recorded in ``tests/module_costs.json``; a
+    module not in it counts as its number of tests times the mean cost of a recorded test. Every
+    worker sorts the same collection the same way, as xdist requires.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ or not _COSTS.exists():
+        return
+    recorded: dict[str, dict[str, float]] = json.loads(_COSTS.read_text())["modules"]
+    per_test = sum(m["seconds"] for m in recorded.values()) / max(
+        1, sum(m["tests"] for m in recorded.values())
+    )
+    counts = Counter(_module(item.nodeid) for item in items)
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(_module(item.nodeid), index)
+
+    def order(item: pytest.Item) -> tuple[float, int]:
+        module = _module(item.nodeid)
+        known = recorded.get(module)
+        return (-(known["seconds"] if known else counts[module] * per_test), first[module])
+
+    items.sort(key=order)  # stable: a module's tests keep their order
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Add up each module's time (set-up, call and teardown) for ``OWNLOOP_RECORD_COSTS``."""
+    module = _module(report.nodeid)
+    _SPENT[module] = _SPENT.get(module, 0.0) + report.duration
+    _TESTS[module] += report.when == "call"
+
+
+def pytest_sessionfinish() -> None:
+    """Write ``tests/module_costs.json`` under ``OWNLOOP_RECORD_COSTS=1`` (in the controller)."""
+    if os.environ.get("OWNLOOP_RECORD_COSTS") != "1" or "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    modules = {
+        module: {"seconds": round(seconds, 1), "tests": _TESTS[module]}
+        for module, seconds in sorted(_SPENT.items(), key=lambda pair: (-pair[1], pair[0]))
+    }
+    about = "seconds per module (set-up, call, teardown): OWNLOOP_RECORD_COSTS=1 ./scripts/test"
+    _COSTS.write_text(json.dumps({"about": about, "modules": modules}, indent=1) + "\n")
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
