@@ -21,6 +21,7 @@ takes it); a run paused between segments resumes under whatever version takes it
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import timedelta
@@ -149,6 +150,11 @@ class TemporalRunner:
             The worker (not running yet).
         """
         RUNNERS[self.queue] = self
+        # A run's trace imports structlog on first use (so `import ownloop` stays light). In a
+        # worker that first use would be a workflow task, and on starved cores the import can
+        # outlast Temporal's 2-second deadlock check, failing the task half-imported: import
+        # it here, before the worker polls.
+        importlib.import_module("structlog")
         settings: dict[str, Any] = {
             "workflow_runner": sandbox(),
             # a stopping worker lets its steps finish (as DbosRunner.shutdown's drain does): a
