@@ -36,6 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._legacy_fence import SQLITE_LEGACY_FENCE
 from ownloop.store._listing import Listing, listing_indexes, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import Retention, RetentionSchedule
@@ -186,6 +187,7 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
                 )
             for _, statement in listing_indexes("sqlite", "runs"):  # no table change: no version
                 self._db.execute(statement)
+            self._db.execute(SQLITE_LEGACY_FENCE)  # no table change either
 
     async def save(
         self,
