@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from typing import Any
 
@@ -31,7 +29,7 @@ from hypothesis.stateful import precondition, rule
 from ownloop import Approval
 from tests.dbos_support import system_url
 from tests.durable_support import postgres_dsn
-from tests.fencing_identity import ROOT, IdentityMachine
+from tests.fencing_identity import IdentityMachine, spawn
 from tests.identity_dbos_worker import make_runner
 
 BASE = int(os.environ.get("OWNLOOP_FENCING_EXAMPLES", "2000"))
@@ -56,15 +54,7 @@ class DbosIdentity(IdentityMachine):
     def _segment(self, seed: int, crash: str | None) -> dict[str, Any]:
         job = {**self.job, "crash": crash}
         self.segments += 1
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.identity_dbos_worker", json.dumps(job)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = spawn("tests.identity_dbos_worker", job, seed)
         self.crashed = done.returncode in (17, 18)
         if self.crashed:
             return {"crashed": done.returncode}
