@@ -55,6 +55,19 @@ _ARGUMENTS: dict[str, st.SearchStrategy[Any]] = {
 }
 
 
+def spawn(module: str, job: dict[str, Any], seed: int) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m module JOB_JSON`` in a fresh interpreter under ``PYTHONHASHSEED=seed``."""
+    return subprocess.run(
+        [sys.executable, "-m", module, json.dumps(job)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONHASHSEED": str(seed)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
 class IdentityMachine(RuleBasedStateMachine):
     """One run of one generated write tool on one store (``backend``), segment by segment."""
 
@@ -112,15 +125,7 @@ class IdentityMachine(RuleBasedStateMachine):
             assert "error" not in outcome, outcome
             self.finished = outcome.get("status", "paused") != "paused"
             return outcome
-        done = subprocess.run(
-            [sys.executable, "-m", "tests.identity_model_worker", json.dumps(job)],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONHASHSEED": str(seed)},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        done = spawn("tests.identity_model_worker", job, seed)
         if done.returncode in (17, 18):
             return {"crashed": done.returncode}
         assert done.returncode == 0, done.stderr[-2000:]

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from ownloop import Approval, ConfigurationError, RunResult
+from ownloop import Agent, Approval, ConfigurationError, RunResult
 from ownloop.contracts import RunSnapshot
+from ownloop.policy import allow_writes, legacy_approval_digest
 from ownloop.store import SqliteRunStore, check_schema
-from tests.durable_worker import Job, ledger_rows, make_agent
+from ownloop.testing import ScriptedModel
+from tests.durable_worker import SCRIPTS, Job, build_registry, ledger_rows, make_agent
 
 SAMPLES = Path(__file__).parent / "fixtures" / "snapshots"
 
@@ -72,3 +74,38 @@ def test_v1_finished_sample_cannot_be_resumed(tmp_path: Path) -> None:
     """A v1 finished run loads but resuming it is refused."""
     with pytest.raises(ConfigurationError, match="completed, not paused"):
         _resume("finished", tmp_path, "export")
+
+
+def test_a_v1_request_paused_under_a_revision_is_recognised_by_its_old_digest(
+    tmp_path: Path,
+) -> None:
+    """A v1 request bound to revision r7 by the old formula is the one the resumed call waits on."""
+    sample = _load("paused")
+    (request,) = sample.approval_requests
+    old = legacy_approval_digest(request.tool, dict(request.arguments), "r7")
+    paused = sample.model_copy(
+        update={
+            "approval_requests": (request.model_copy(update={"revision": "r7", "digest": old}),)
+        }
+    )
+    job = Job(run_id=sample.run_id, directory=str(tmp_path), database="-", scenario="refund")
+
+    async def scenario_run() -> RunResult:
+        async with SqliteRunStore(tmp_path / "runs.db") as store:
+            await store.save(paused, expected_version=None)
+            decision = Approval(request_id=request.id, approved=True, approver="alice")
+            await store.submit_approval(sample.run_id, decision)
+            played = sum(message.role == "assistant" for message in sample.messages)
+            agent = Agent(
+                ScriptedModel(SCRIPTS["refund"][played:]),
+                build_registry(job),
+                policy=allow_writes("refund"),
+                store=store,
+                revision=lambda: "r7",
+            )
+            return await agent.resume(sample.run_id, accept_changes=True)
+
+    result = asyncio.run(scenario_run())
+    assert result.status.value == "completed", result.stop_reason
+    assert [(a.request_id, a.approver) for a in result.approvals] == [(request.id, "alice")]
+    assert [what for _, what in ledger_rows(tmp_path)] == ["refund:o-1:500"]

@@ -487,3 +487,19 @@ def test_a_write_journaled_under_its_provider_id_by_an_older_release_is_recognis
     (receipt,) = result.receipts
     assert receipt.status == "unknown"
     assert "process stopped after this write started" in str(receipt.message)
+
+
+def test_a_paused_call_keeps_the_request_id_it_paused_with() -> None:
+    """A request stored under another id (an earlier release's naming) is still the one decided."""
+    ledger: list[dict[str, Any]] = []
+    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1"), final("Refunded.")])
+    agent = Agent(model, _refunds(ledger, approval=True, crash=[]), policy=allow_writes("refund"))
+    paused = agent.run_sync("Refund o-1.")
+    (request,) = paused.approval_requests
+    renamed = request.model_copy(update={"id": "apr-named-by-an-earlier-release"})
+    earlier = paused.model_copy(update={"approval_requests": (renamed,)})
+    decision = Approval(request_id=renamed.id, approved=True, approver="alice")
+    resumed = agent.resume_sync(earlier, approvals=[decision])
+    assert resumed.status is RunStatus.COMPLETED, resumed.stop_reason
+    assert [a.request_id for a in resumed.approvals] == [renamed.id]
+    assert len(ledger) == 1

@@ -338,7 +338,12 @@ class DbosRunner:
         return state.run_id
 
     async def approve(
-        self, run_id: str, approval: Approval, *, agent_name: str | None = None
+        self,
+        run_id: str,
+        approval: Approval,
+        *,
+        agent_name: str | None = None,
+        accept_changes: bool = False,
     ) -> str:
         """Submit a decision and enqueue the segment that continues the run from its pause.
 
@@ -350,6 +355,10 @@ class DbosRunner:
             run_id: The paused run.
             approval: The decision (naming the request it decides, by id or digest).
             agent_name: The run's agent; by default the one its first segment named.
+            accept_changes: Let the segment continue under a configuration that differs from
+                the recorded one (a deploy during the pause changed a tool's signature), as
+                ``Agent.resume(accept_changes=True)`` does; the recorded call keeps its
+                journaled identity.
 
         Returns:
             The workflow id of the next segment.
@@ -366,7 +375,8 @@ class DbosRunner:
         stored = await self.store.get(run_id)
         assert stored is not None  # the submission found it, and runs are never deleted
         workflow_id = segment_id(stored.snapshot)
-        await self._enqueue(workflow_id, agent_name, run_id, {"kind": "resume"})
+        start: Json = {"kind": "resume", **({"accept_changes": True} if accept_changes else {})}
+        await self._enqueue(workflow_id, agent_name, run_id, start)
         return workflow_id
 
     async def _agent_of(self, run_id: str) -> str:

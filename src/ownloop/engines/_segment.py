@@ -130,7 +130,8 @@ async def run_segment(
         driver: The engine's driver (its clock is the run's clock).
         store: The run store.
         run_id: The run.
-        start: ``{"kind": "start", "task": ..., "actor": ...}`` or ``{"kind": "resume"}``.
+        start: ``{"kind": "start", "task": ..., "actor": ...}`` or ``{"kind": "resume"}``
+            (with ``"accept_changes": true``: continue under a changed configuration).
 
     Returns:
         The segment's `summary`.
@@ -159,5 +160,6 @@ async def run_segment(
             [Approval.model_validate(item) for item in loaded["approvals"]],
             [JournalEntry.model_validate(item) for item in loaded["journal"]],
             clock=clock,
+            accept_changes=start.get("accept_changes") is True,
         )
     return summary(run_id, await driver.drive(run_loop(config, state)))

@@ -32,6 +32,11 @@ from ownloop.contracts import (
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._dsn import normalize_dsn
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._legacy_fence import (
+    POSTGRES_LEGACY_FENCE,
+    POSTGRES_LEGACY_FENCE_PRESENT,
+    TRIGGER,
+)
 from ownloop.store._listing import Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._postgres_operations import PostgresOperations
@@ -197,6 +202,19 @@ class PostgresRunStore(PostgresThreads, PostgresOperations):
                 await connection.execute(
                     self._sql("INSERT INTO {s}.ownloop_schema (version) VALUES (%s)"), (version,)
                 )
+            await self._fence_legacy_writers(connection)
+
+    async def _fence_legacy_writers(self, connection: AsyncConnection[Any]) -> None:
+        """Install the trigger refusing old releases' whole snapshots, if it is missing.
+
+        See ``_legacy_fence.py``; creating it locks ``runs``, so only when it is absent.
+        """
+        cursor = await connection.execute(POSTGRES_LEGACY_FENCE_PRESENT, (self.schema, TRIGGER))
+        row = await cursor.fetchone()
+        if row is not None and row[0]:
+            return
+        for statement in POSTGRES_LEGACY_FENCE:
+            await connection.execute(self._sql(statement))
 
     @property
     def _place(self) -> str:

@@ -36,6 +36,7 @@ from ownloop.contracts import (
 )
 from ownloop.exceptions import ConfigurationError, StoreError
 from ownloop.store._layout import KnownRuns, plan_save, rebuild
+from ownloop.store._legacy_fence import SQLITE_LEGACY_FENCE
 from ownloop.store._listing import Listing, listing_query, summary_of
 from ownloop.store._port import StoredRun
 from ownloop.store._retention import Retention, RetentionSchedule
@@ -184,6 +185,7 @@ class SqliteRunStore(SqliteThreads, SqliteOperations):
                 self._db.execute(
                     "INSERT INTO ownloop_schema VALUES (?, ?)", (version, iso(datetime.now(UTC)))
                 )
+            self._db.execute(SQLITE_LEGACY_FENCE)  # no table change: no schema version
 
     async def save(
         self,
