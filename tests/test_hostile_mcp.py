@@ -516,6 +516,15 @@ def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     assert len(str(huge.value)) == 2000  # the schema's own words are cut
 
 
+def test_a_spent_pattern_budget_runs_no_pattern_at_all() -> None:
+    """With no time left, even a trivial pattern is not run: the check says it took too long."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a$"}}}
+    check = schema_check(closed(schema), schema, "t")
+    assert check.with_patterns({"s": "a"}, 1.0) is None
+    spent = check.with_patterns({"s": "a"}, 0.0)
+    assert spent == "checking them against the tool's patterns took longer than 0s"
+
+
 def test_unexpected_properties_are_named_eight_at_most_in_300_characters() -> None:
     """A rejection names the first eight extra fields in order, joined by ", ", cut at 300."""
     schema = {"type": "object", "properties": {"a": {}}}

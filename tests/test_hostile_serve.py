@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from pydantic import BaseModel, SecretStr
 
 from ownloop import Approval, ToolContext, ToolRegistry
 from ownloop.cli import main
@@ -402,3 +404,67 @@ def test_calls_without_a_key_are_numbered_and_each_runs(tmp_path: Path) -> None:
     assert len(run_ids) == 6
     assert sorted(int(run_id.rsplit("-", 1)[1]) for run_id in run_ids) == [1, 2, 3, 4, 5, 6]
     assert len({run_id.rsplit("-", 1)[0] for run_id in run_ids}) == 1
+
+
+class Login(BaseModel):
+    """Credentials nested in an argument."""
+
+    user: str
+    token: SecretStr
+
+
+def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SecretStr arguments, top-level and nested, arrive real; trace, receipt, answer hide them."""
+    pin, token = "zq81-unguessable-4417", "tk-77-also-unguessable-0912"
+    received: list[tuple[str, str]] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def unlock(door: str, pin: SecretStr, login: Login) -> dict[str, object]:
+        """Unlock a door.
+
+        Args:
+            door: Which door.
+            pin: Its code.
+            login: Who unlocks it.
+        """
+        received.append((pin.get_secret_value(), login.token.get_secret_value()))
+        return {"door": door, "pin": pin}
+
+    server = RegistryServer(
+        registry, store=SqliteRunStore(tmp_path / "runs.db"), policy=allow_writes("unlock")
+    )
+    arguments = {"door": "front", "pin": pin, "login": {"user": "ann", "token": token}}
+
+    async def scenario() -> tuple[list[Any], Any]:
+        caplog.set_level(logging.DEBUG)
+        async with Client(server.server()) as client:
+            meta = {IDEMPOTENCY_META_KEY: "k-secret"}
+            answers = [await client.call_tool("unlock", arguments, meta=meta) for _ in "ab"]
+        (run,) = await server.store.list_runs(limit=10)
+        stored = await server.store.get(run.run_id)
+        return answers, stored
+
+    answers, stored = asyncio.run(scenario())
+    assert received == [(pin, token)]  # the real values, once
+    assert [answer.structured_content for answer in answers] == [
+        {"door": "front", "pin": "**********"}
+    ] * 2
+    assert stored is not None
+    result = stored.snapshot.result
+    assert result is not None
+    proposed = [event for event in result.trace if event.kind == "tool_proposed"]
+    assert len(proposed) == 1
+    seen = json.dumps(
+        {
+            "trace": [event.model_dump(mode="json") for event in result.trace],
+            "receipts": [receipt.model_dump(mode="json") for receipt in result.receipts],
+            "answers": [answer.model_dump(mode="json") for answer in answers],
+            "log": caplog.text,
+        }
+    )
+    assert pin not in seen
+    assert token not in seen
+    assert "ann" in seen  # the rest of the arguments is still traced
