@@ -468,3 +468,22 @@ def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
     assert pin not in seen
     assert token not in seen
     assert "ann" in seen  # the rest of the arguments is still traced
+
+
+def test_the_same_request_id_in_two_sessions_is_two_calls(tmp_path: Path) -> None:
+    """Request ids are per session: two clients' first requests both execute."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+
+    async def one_session() -> Any:
+        async with Client(server.server()) as client:
+            return await client.call_tool("transfer", arguments)
+
+    async def scenario() -> list[Any]:
+        return [await one_session(), await one_session()]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [{"transferred": 5}] * 2
+    assert len(bank.transfers) == 2
+    assert bank.transfers[0][1] != bank.transfers[1][1]  # each its own idempotency key
