@@ -150,6 +150,52 @@ def test_call_results_become_receipts_or_values() -> None:
     assert [block["text"] for block in many] == ["a", "b"]  # type: ignore[index]
 
 
+def test_a_result_is_cut_at_its_utf8_bytes_exactly() -> None:
+    """The cap counts the JSON's UTF-8 bytes; a result at the cap is kept, past it cut by chars."""
+    value = {"t": "\u00e9" * 10}  # non-ASCII: 2 bytes each in UTF-8, 6 as an ASCII escape
+    size = len(b'{"t": "') + 20 + len(b'"}')
+
+    def cut(max_bytes: int) -> Any:
+        result = types.CallToolResult(content=[], structured_content=value)
+        return call_result(result, call_id="c", tool="t", max_bytes=max_bytes)
+
+    assert cut(size) == value
+    assert cut(size - 1) == {
+        "truncated": {"bytes": size, "kept_bytes": size - 1},
+        "text": '{"t": "' + "\u00e9" * 10 + '"',
+    }
+    assert cut(7 + 19) == {  # the cut falls inside the tenth é, which is dropped whole
+        "truncated": {"bytes": size, "kept_bytes": 7 + 18},
+        "text": '{"t": "' + "\u00e9" * 9,
+    }
+    errors = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="first"),
+            types.TextContent(type="text", text="second"),
+        ],
+        is_error=True,
+    )
+    receipt = call_result(errors, call_id="c", tool="t", max_bytes=4096)
+    assert getattr(receipt, "message", None) == "first\nsecond"
+
+
+def test_a_schema_offered_as_the_server_wrote_it_loses_only_its_title_and_dialect() -> None:
+    """The non-strict fallback keeps the server's schema, closed, without title and $schema."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Labels",
+        "type": "object",
+        "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+    }
+    tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
+    assert tool.spec.strict is False
+    assert tool.spec.parameters == {
+        "type": "object",
+        "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "additionalProperties": False,
+    }
+
+
 def test_the_registry_extension_point() -> None:
     """The registry adds built tools (replace on request), remove withdraws them."""
     registry = ToolRegistry()
