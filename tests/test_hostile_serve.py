@@ -128,6 +128,9 @@ def test_a_key_reused_for_another_call_is_refused(tmp_path: Path) -> None:
     assert not first.is_error
     assert other.is_error
     assert other.structured_content["code"] == "key_reused"  # type: ignore[index]
+    assert other.content[0].text == (  # type: ignore[union-attr]
+        "This idempotency key was used for a different call; use a new key."
+    )
     assert len(bank.transfers) == 1
 
 
@@ -487,3 +490,76 @@ def test_the_same_request_id_in_two_sessions_is_two_calls(tmp_path: Path) -> Non
     assert [answer.structured_content for answer in answers] == [{"transferred": 5}] * 2
     assert len(bank.transfers) == 2
     assert bank.transfers[0][1] != bank.transfers[1][1]  # each its own idempotency key
+
+
+def test_each_request_of_a_session_is_its_own_call(tmp_path: Path) -> None:
+    """In one session, different requests are different calls, even identical ones."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[Any]:
+        async with Client(server.server()) as client:
+            return [
+                await client.call_tool("transfer", {"account": "a1", "amount": amount})
+                for amount in (5, 7, 7)
+            ]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [
+        {"transferred": 5},
+        {"transferred": 7},
+        {"transferred": 7},
+    ]
+    assert len(bank.transfers) == 3
+
+
+def test_the_latest_requests_are_remembered_for_replays(tmp_path: Path) -> None:
+    """With room for two, the replays of the two latest requests are answered from their runs."""
+    bank = Bank()
+    server = RegistryServer(
+        bank.registry,
+        store=SqliteRunStore(tmp_path / "runs.db"),
+        policy=allow_writes("transfer"),
+        remembered_requests=2,
+    )
+
+    async def send(request: int) -> Any:
+        arguments = {"account": "a1", "amount": request}
+        return await server.call("transfer", arguments, key=served_call_key(None, "s", request))
+
+    async def scenario() -> list[Any]:
+        first = [await send(request) for request in (1, 2, 3)]
+        return [*first, await send(3), await send(2)]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [
+        {"transferred": amount} for amount in (1, 2, 3, 3, 2)
+    ]
+    assert [call["amount"] for call, _ in bank.transfers] == [1, 2, 3]
+
+
+def test_a_keyless_write_in_flight_is_never_repeated_here_or_elsewhere(tmp_path: Path) -> None:
+    """The identical keyless write waits here while it runs; another server calls it unknown."""
+    bank = Bank()
+    bank.release.clear()
+    server = _server(tmp_path, bank)
+    server.repeat_wait_s = 0.05
+    elsewhere = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+
+    async def scenario() -> list[Any]:
+        first = asyncio.ensure_future(server.call("transfer", arguments))
+        for _ in range(3000):
+            if bank.transfers:
+                break
+            await asyncio.sleep(0.01)
+        waited = await server.call("transfer", arguments)
+        other = await elsewhere.call("transfer", arguments)
+        bank.release.set()
+        return [waited, other, await first]
+
+    waited, other, first = asyncio.run(scenario())
+    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
+    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert first.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1

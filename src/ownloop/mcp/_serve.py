@@ -66,7 +66,6 @@ __all__ = ["RegistryServer", "served_call_key"]
 
 _CALL_ID = "mcp-call"
 _MAX_KEY_CHARS = 256
-_REMEMBERED_REQUESTS = 10_000
 _SECRETS = (SecretStr, SecretBytes, Secret)
 
 
@@ -113,6 +112,9 @@ class RegistryServer:
         name: The server's name, as clients see it.
         repeat_wait_s: How long a repeat of a call still in flight here waits for its answer
             before it is told the call is still being performed.
+        remembered_requests: How many of the latest JSON-RPC requests without a client key
+            this server remembers, to answer their replays from their runs (the oldest are
+            forgotten first; a forgotten one is then known only by its identity).
     """
 
     def __init__(
@@ -124,6 +126,7 @@ class RegistryServer:
         policy: Policy | None = None,
         name: str = "ownloop",
         repeat_wait_s: float = 30.0,
+        remembered_requests: int = 10_000,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise ConfigurationError(f"expected a ToolRegistry, got {type(registry).__name__}")
@@ -132,6 +135,7 @@ class RegistryServer:
         self.actor = actor
         self.name = name
         self.repeat_wait_s = repeat_wait_s
+        self.remembered_requests = remembered_requests
         self._inflight: dict[str, asyncio.Future[RunResult]] = {}
         self._deciding = asyncio.Lock()
         self._requests: OrderedDict[str, str] = OrderedDict()  # request identity -> run id
@@ -289,7 +293,7 @@ class RegistryServer:
     def _remember(self, request: str, run_id: str) -> None:
         self._requests[request] = run_id
         self._requests.move_to_end(request)
-        while len(self._requests) > _REMEMBERED_REQUESTS:
+        while len(self._requests) > self.remembered_requests:
             self._requests.popitem(last=False)
 
     def _session(self, session: Any) -> str:
