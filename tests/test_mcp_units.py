@@ -10,7 +10,14 @@ import pytest
 from mcp import types
 from pydantic import ValidationError
 
-from ownloop import ConfigurationError, ToolCall, ToolDefinitionError, ToolRegistry, ToolSpec
+from ownloop import (
+    ConfigurationError,
+    Receipt,
+    ToolCall,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolSpec,
+)
 from ownloop.cli import build_parser
 from ownloop.cli._mcp import build_server
 from ownloop.mcp import HttpServer, MCPToolset, RegistryServer, StdioServer
@@ -141,7 +148,15 @@ def test_call_results_become_receipts_or_values() -> None:
         return types.CallToolResult(content=blocks, is_error=error)
 
     receipt = call_result(result(error=True), call_id="c", tool="t", max_bytes=4096)
-    assert getattr(receipt, "message", None) == "the tool reported an error"
+    assert isinstance(receipt, Receipt)
+    assert (receipt.call_id, receipt.tool, receipt.status, receipt.effect) == (
+        "c",
+        "t",
+        "error",
+        "none",
+    )
+    assert receipt.message == "the tool reported an error"
+    assert call_result(result('{"a": 1}'), call_id="c", tool="t", max_bytes=4096) == {"a": 1}
     assert call_result(result("plain"), call_id="c", tool="t", max_bytes=4096) == "plain"
     assert call_result(result("[1, 2]"), call_id="c", tool="t", max_bytes=4096) == [1, 2]
     assert call_result(result("{not json"), call_id="c", tool="t", max_bytes=4096) == "{not json"
@@ -194,6 +209,45 @@ def test_a_schema_offered_as_the_server_wrote_it_loses_only_its_title_and_dialec
         "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
         "additionalProperties": False,
     }
+
+
+def test_content_blocks_are_kept_as_their_mcp_json() -> None:
+    """Several blocks become a list of each block's JSON, with MCP's own field names."""
+    blocks: list[types.ContentBlock] = [
+        types.TextContent(type="text", text="a"),
+        types.ImageContent(type="image", data="aGk=", mime_type="image/png"),
+    ]
+    value = call_result(types.CallToolResult(content=blocks), call_id="c", tool="t", max_bytes=4096)
+    assert value == [
+        {"type": "text", "text": "a", "annotations": None, "_meta": None},
+        {
+            "type": "image",
+            "data": "aGk=",
+            "mimeType": "image/png",
+            "annotations": None,
+            "_meta": None,
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    "nullable",
+    [
+        {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        {"oneOf": [{"type": "string"}, {"type": "null"}]},
+        {"const": None},
+        {"enum": ["a", None]},
+        {"type": ["string", "null"]},
+    ],
+)
+def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: Any) -> None:
+    """An optional property that admits null in any form is offered non-strict, left optional."""
+    schema = {"type": "object", "properties": {"p": nullable, "q": {"type": "string"}}}
+    tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
+    assert tool.spec.strict is False
+    assert "required" not in tool.spec.parameters
+    plain = {"type": "object", "properties": {"q": {"type": "string"}}}
+    assert build_tool(_tool(plain), StdioServer(name="s", command="x"), _never).spec.strict
 
 
 def test_the_registry_extension_point() -> None:
