@@ -79,6 +79,7 @@ def test_a_replayed_request_and_a_repeated_key_execute_once() -> None:
     assert served_call_key({IDEMPOTENCY_META_KEY: "k"}, "s", 1) == "key:k"
     assert served_call_key({IDEMPOTENCY_META_KEY: ""}, "s", 1) == "request:s:1"
     assert served_call_key({IDEMPOTENCY_META_KEY: "x" * 257}, "s", "a") == 'request:s:"a"'
+    assert served_call_key({IDEMPOTENCY_META_KEY: "x" * 256}, "s", "a") == "key:" + "x" * 256
     assert served_call_key(None, "s", 2) != served_call_key(None, "t", 2)
 
 
@@ -131,6 +132,11 @@ def test_a_key_reused_for_another_call_is_refused(tmp_path: Path) -> None:
     assert other.content[0].text == (  # type: ignore[union-attr]
         "This idempotency key was used for a different call; use a new key."
     )
+    assert other.structured_content == {
+        "status": "rejected",
+        "code": "key_reused",
+        "run_id": asyncio.run(server.store.list_runs(limit=10))[0].run_id,
+    }
     assert len(bank.transfers) == 1
 
 
@@ -559,7 +565,46 @@ def test_a_keyless_write_in_flight_is_never_repeated_here_or_elsewhere(tmp_path:
         return [waited, other, await first]
 
     waited, other, first = asyncio.run(scenario())
-    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
-    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert waited.content[0].text == (  # type: ignore[union-attr]
+        "This call is still being performed; ask again later."
+    )
+    (run,) = asyncio.run(server.store.list_runs(limit=10))
+    assert other.structured_content == {"status": "unknown", "run_id": run.run_id}
+    assert other.content[0].text == (  # type: ignore[union-attr]
+        f"This call was started before (run {run.run_id}) and did not finish here: its outcome "
+        "is unknown. It will not be performed again."
+    )
     assert first.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: Path) -> None:
+    """The call that resumes an approved run gets its answer; a repeat meanwhile waits bounded."""
+    bank = Bank()
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+    server = _server(tmp_path, bank, Policy.from_document(document))
+    server.repeat_wait_s = 0.05
+    arguments = {"account": "a1", "amount": 5}
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-resume"}, "s", 1)
+
+    async def scenario() -> list[Any]:
+        facts = (await server.call("transfer", arguments, key=key)).structured_content
+        assert facts is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await server.store.submit_approval(facts["run_id"], approval)
+        bank.release.clear()
+        resumed = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        for _ in range(3000):
+            if bank.transfers:
+                break
+            await asyncio.sleep(0.01)
+        repeat = await server.call("transfer", arguments, key=key)
+        bank.release.set()
+        return [repeat, await resumed]
+
+    repeat, resumed = asyncio.run(scenario())
+    assert repeat.content[0].text == (  # type: ignore[union-attr]
+        "This call is still being performed; ask again later."
+    )
+    assert resumed.structured_content == {"transferred": 5}
     assert len(bank.transfers) == 1
