@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -607,4 +609,52 @@ def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: 
         "This call is still being performed; ask again later."
     )
     assert resumed.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_serving_over_stdio_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_stdio speaks JSON-RPC over stdin and stdout: initialize, list, call, end at EOF."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
+    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    serving = threading.Thread(target=server.run_stdio)
+    serving.start()
+    replies = os.fdopen(read_out, "rb")
+    requests = os.fdopen(write_in, "wb")
+
+    def send(message: dict[str, Any]) -> None:
+        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        requests.flush()
+
+    def reply(request_id: int) -> dict[str, Any]:
+        while True:
+            ready, _, _ = select.select([replies], [], [], 30)
+            assert ready, "no reply from the stdio server"
+            message: dict[str, Any] = json.loads(replies.readline())
+            if message.get("id") == request_id:
+                return message
+
+    client = {"name": "test", "version": "1"}
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    send({"id": 1, "method": "initialize", "params": initialize})
+    assert reply(1)["result"]["serverInfo"]["name"] == "ownloop"
+    send({"method": "notifications/initialized"})
+    send({"id": 2, "method": "tools/list"})
+    listed = {tool["name"] for tool in reply(2)["result"]["tools"]}
+    assert listed == {"balance", "transfer", "wire"}
+    call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
+    send({"id": 3, "method": "tools/call", "params": call})
+    assert reply(3)["result"]["structuredContent"] == {"transferred": 5}
+    requests.close()  # end of input: the server returns
+    serving.join(timeout=30)
+    assert not serving.is_alive()
+    for stream in (stdin, stdout, replies):
+        stream.close()
     assert len(bank.transfers) == 1
