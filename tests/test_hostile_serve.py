@@ -68,6 +68,14 @@ class Bank:
             raise OSError("the connection dropped after the wire was sent")
 
 
+async def _until_a_transfer_starts(bank: Bank) -> None:
+    for _ in range(3000):
+        if bank.transfers:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the transfer never started")
+
+
 def _server(tmp_path: Path, bank: Bank, policy: Policy | None = None) -> RegistryServer:
     return RegistryServer(
         bank.registry,
@@ -152,10 +160,7 @@ def test_a_cancelled_write_finishes_and_its_repeat_is_answered_from_the_run(tmp_
 
     async def scenario() -> Any:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
+        await _until_a_transfer_starts(bank)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
@@ -372,30 +377,37 @@ def test_a_repeat_under_another_hash_seed_is_answered_from_the_store(tmp_path: P
     assert ran.read_text() == "ran\n"
 
 
-def test_a_repeat_waits_bounded_and_another_process_never_reruns(tmp_path: Path) -> None:
-    """A repeat of a call in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_repeat_waits_bounded_and_another_process_never_reruns(
+    tmp_path: Path, keyed: bool
+) -> None:
+    """A repeat of a write in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
     bank = Bank()
     bank.release.clear()
     server = _server(tmp_path, bank)
     server.repeat_wait_s = 0.05
     elsewhere = _server(tmp_path, bank)
     arguments = {"account": "a1", "amount": 5}
-    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1)
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1) if keyed else None
 
     async def scenario() -> list[Any]:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
+        await _until_a_transfer_starts(bank)
         waited = await server.call("transfer", arguments, key=key)
         other = await elsewhere.call("transfer", arguments, key=key)
         bank.release.set()
         return [waited, other, await first]
 
     waited, other, first = asyncio.run(scenario())
-    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
-    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert waited.content[0].text == (  # type: ignore[union-attr]
+        "This call is still being performed; ask again later."
+    )
+    (run,) = asyncio.run(server.store.list_runs(limit=10))
+    assert other.structured_content == {"status": "unknown", "run_id": run.run_id}
+    assert other.content[0].text == (  # type: ignore[union-attr]
+        f"This call was started before (run {run.run_id}) and did not finish here: its outcome "
+        "is unknown. It will not be performed again."
+    )
     assert first.structured_content == {"transferred": 5}
     assert len(bank.transfers) == 1
 
@@ -546,40 +558,6 @@ def test_the_latest_requests_are_remembered_for_replays(tmp_path: Path) -> None:
     assert [call["amount"] for call, _ in bank.transfers] == [1, 2, 3]
 
 
-def test_a_keyless_write_in_flight_is_never_repeated_here_or_elsewhere(tmp_path: Path) -> None:
-    """The identical keyless write waits here while it runs; another server calls it unknown."""
-    bank = Bank()
-    bank.release.clear()
-    server = _server(tmp_path, bank)
-    server.repeat_wait_s = 0.05
-    elsewhere = _server(tmp_path, bank)
-    arguments = {"account": "a1", "amount": 5}
-
-    async def scenario() -> list[Any]:
-        first = asyncio.ensure_future(server.call("transfer", arguments))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
-        waited = await server.call("transfer", arguments)
-        other = await elsewhere.call("transfer", arguments)
-        bank.release.set()
-        return [waited, other, await first]
-
-    waited, other, first = asyncio.run(scenario())
-    assert waited.content[0].text == (  # type: ignore[union-attr]
-        "This call is still being performed; ask again later."
-    )
-    (run,) = asyncio.run(server.store.list_runs(limit=10))
-    assert other.structured_content == {"status": "unknown", "run_id": run.run_id}
-    assert other.content[0].text == (  # type: ignore[union-attr]
-        f"This call was started before (run {run.run_id}) and did not finish here: its outcome "
-        "is unknown. It will not be performed again."
-    )
-    assert first.structured_content == {"transferred": 5}
-    assert len(bank.transfers) == 1
-
-
 def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: Path) -> None:
     """The call that resumes an approved run gets its answer; a repeat meanwhile waits bounded."""
     bank = Bank()
@@ -596,10 +574,7 @@ def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: 
         await server.store.submit_approval(facts["run_id"], approval)
         bank.release.clear()
         resumed = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
+        await _until_a_transfer_starts(bank)
         repeat = await server.call("transfer", arguments, key=key)
         bank.release.set()
         return [repeat, await resumed]
