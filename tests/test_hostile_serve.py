@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import io
 import json
 import logging
@@ -436,30 +437,49 @@ class Login(BaseModel):
     token: SecretStr
 
 
+@dataclasses.dataclass
+class Badge:
+    """A badge whose code is a secret."""
+
+    code: SecretStr
+
+
 def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """SecretStr arguments, top-level and nested, arrive real; trace, receipt, answer hide them."""
     pin, token = "zq81-unguessable-4417", "tk-77-also-unguessable-0912"
-    received: list[tuple[str, str]] = []
+    code, spare = "bd-31-unguessable-5581", "sp-48-unguessable-2270"
+    received: list[tuple[str, ...]] = []
     registry = ToolRegistry()
 
     @registry.tool(effect="write")
-    def unlock(door: str, pin: SecretStr, login: Login) -> dict[str, object]:
+    def unlock(
+        door: str, pin: SecretStr, login: Login, badge: Badge, spares: list[Login]
+    ) -> dict[str, object]:
         """Unlock a door.
 
         Args:
             door: Which door.
             pin: Its code.
             login: Who unlocks it.
+            badge: The badge shown.
+            spares: Other people's credentials.
         """
-        received.append((pin.get_secret_value(), login.token.get_secret_value()))
+        secrets = (pin, login.token, badge.code, *(spare.token for spare in spares))
+        received.append(tuple(secret.get_secret_value() for secret in secrets))
         return {"door": door, "pin": pin}
 
     server = RegistryServer(
         registry, store=SqliteRunStore(tmp_path / "runs.db"), policy=allow_writes("unlock")
     )
-    arguments = {"door": "front", "pin": pin, "login": {"user": "ann", "token": token}}
+    arguments = {
+        "door": "front",
+        "pin": pin,
+        "login": {"user": "ann", "token": token},
+        "badge": {"code": code},
+        "spares": [{"user": "bo", "token": spare}],
+    }
 
     async def scenario() -> tuple[list[Any], Any]:
         caplog.set_level(logging.DEBUG)
@@ -471,7 +491,7 @@ def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
         return answers, stored
 
     answers, stored = asyncio.run(scenario())
-    assert received == [(pin, token)]  # the real values, once
+    assert received == [(pin, token, code, spare)]  # the real values, once
     assert [answer.structured_content for answer in answers] == [
         {"door": "front", "pin": "**********"}
     ] * 2
@@ -488,8 +508,8 @@ def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
             "log": caplog.text,
         }
     )
-    assert pin not in seen
-    assert token not in seen
+    for secret in (pin, token, code, spare):
+        assert secret not in seen
     assert "ann" in seen  # the rest of the arguments is still traced
 
 

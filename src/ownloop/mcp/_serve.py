@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import inspect
 import json
+import types as types_module
 import typing
 import uuid
 import weakref
@@ -344,8 +346,15 @@ def _secret_names(registry: ToolRegistry) -> list[str]:
     for tool_name in registry.names():
         tool = registry.get(tool_name)
         if tool is not None:
-            for name, annotation in _hints(tool.function).items():
-                if name != "return":
+            function = tool.function
+            for parameter in inspect.signature(function).parameters.values():
+                # Resolved as the registry resolves it: one parameter at a time, so a return
+                # annotation that names nothing cannot hide a secret parameter.
+                holder = types_module.SimpleNamespace(
+                    __annotations__={parameter.name: parameter.annotation},
+                    __globals__=getattr(function, "__globals__", {}),
+                )
+                for name, annotation in _hints(holder).items():
                     _collect_secrets(name, annotation, names, seen)
     return sorted(names)
 
@@ -374,7 +383,7 @@ def _collect_secrets(name: str, annotation: Any, names: set[str], seen: set[Any]
 def _hints(owner: Any) -> dict[str, Any]:
     try:
         return typing.get_type_hints(owner, include_extras=True)
-    except (NameError, TypeError):  # the registry read the signature; this is only the trace's
+    except (NameError, TypeError):  # a field type that names nothing: the registry refuses it
         return {}
 
 
