@@ -63,13 +63,18 @@ def test_two_servers_listing_one_name_collide_at_start() -> None:
 
 def test_a_write_that_declares_the_key_argument_receives_its_idempotency_key() -> None:
     """The key goes in _meta and, for a tool declaring the argument, in its arguments too."""
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}, "request_key": {}}}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}, "request_key": {}},
+        "required": ["n", "request_key"],
+    }
     hostile = Hostile(tool("put", schema), tool("plain"))
     record = _record(hostile, idempotency_argument="request_key")
     model = ScriptedModel([tool_call("put", n=1), tool_call("plain"), final("ok")])
     with MCPToolset(record) as tools:
         (spec, _) = tools.specs()
-        assert "request_key" not in spec.parameters["properties"]  # the model never sees it
+        assert spec.parameters["properties"] == {"n": {"type": "integer"}}  # no key, n required
+        assert spec.parameters["required"] == ["n"]
         Agent(model, tools, policy=allow_writes("put", "plain")).run_sync("put")
     (_, put, put_meta), (_, plain, plain_meta) = hostile.calls
     key = put_meta[IDEMPOTENCY_META_KEY]

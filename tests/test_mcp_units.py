@@ -238,6 +238,13 @@ def test_content_blocks_are_kept_as_their_mcp_json() -> None:
         {"const": None},
         {"enum": ["a", None]},
         {"type": ["string", "null"]},
+        {  # every way at once
+            "type": ["string", "null"],
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "oneOf": [{"type": "string"}, {"type": "null"}],
+            "const": None,
+            "enum": [None],
+        },
     ],
 )
 def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: Any) -> None:
@@ -246,7 +253,11 @@ def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: An
     tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
     assert tool.spec.strict is False
     assert "required" not in tool.spec.parameters
-    plain = {"type": "object", "properties": {"q": {"type": "string"}}}
+    plain = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}, "r": {"$ref": "#/$defs/S"}},
+        "$defs": {"S": {"type": "string"}},
+    }
     assert build_tool(_tool(plain), StdioServer(name="s", command="x"), _never).spec.strict
 
 
