@@ -14,6 +14,7 @@ from ownloop import Agent, ConfigurationError
 from ownloop.mcp import IDEMPOTENCY_META_KEY, HttpServer, InProcessServer, MCPToolset, StdioServer
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import ExternalTool, ToolContext
 from tests.mcp_hostile import Hostile, tool
 
 
@@ -116,3 +117,16 @@ def test_an_unreachable_or_silent_http_server_ends_start_up_in_time() -> None:
         with pytest.raises(ConfigurationError) as failed:
             MCPToolset(record).start()
     assert str(failed.value) == "MCP server 'silent' did not complete start-up within 0.2s"
+
+
+def test_a_call_without_a_deadline_checks_its_patterns_for_their_own_budget() -> None:
+    """With no run deadline, the patterns get pattern_timeout_s and the call is sent."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a"}}}
+    hostile = Hostile(tool("look", schema))
+    with MCPToolset(_record(hostile, effects={"look": "read"})) as tools:
+        look = tools.get("look")
+        assert isinstance(look, ExternalTool)
+        context = ToolContext(run_id="r", call_id="c", tool="look")
+        assert context.seconds_left() is None
+        answer = asyncio.run(look.invoke({"s": "ab"}, context))
+    assert answer == {"done": "look", "arguments": {"s": "ab"}}
