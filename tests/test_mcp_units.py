@@ -248,7 +248,7 @@ def test_content_blocks_are_kept_as_their_mcp_json() -> None:
     ],
 )
 def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: Any) -> None:
-    """An optional property that admits null in any form is offered non-strict, left optional."""
+    """An optional property admitting null in any form, at any depth, is offered non-strict."""
     schema = {"type": "object", "properties": {"p": nullable, "q": {"type": "string"}}}
     tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
     assert tool.spec.strict is False
@@ -259,6 +259,12 @@ def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: An
         "$defs": {"S": {"type": "string"}},
     }
     assert build_tool(_tool(plain), StdioServer(name="s", command="x"), _never).spec.strict
+    required = {"type": "object", "properties": {"p": nullable}, "required": ["p"]}
+    assert build_tool(_tool(required), StdioServer(name="s", command="x"), _never).spec.strict
+    inner = {"type": "object", "properties": {"p": nullable}}
+    branch = {"anyOf": [inner, {"type": "string"}]}
+    nested = {"type": "object", "properties": {"x": branch}, "required": ["x"]}
+    assert not build_tool(_tool(nested), StdioServer(name="s", command="x"), _never).spec.strict
 
 
 def test_the_registry_extension_point() -> None:
