@@ -9,9 +9,15 @@ test can say exactly what reached it.
 from __future__ import annotations
 
 import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import uvicorn
 from mcp import MCPError, types
 from mcp.server.lowlevel.server import Server
 
@@ -113,3 +119,35 @@ def _text(value: Any) -> types.CallToolResult:
 def text_result(text: str) -> types.CallToolResult:
     """A result of one text block."""
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+@contextmanager
+def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """Serve ``server`` over Streamable HTTP on a free loopback port, in a thread of this process.
+
+    Yields its URL and the headers of every HTTP request it receives.
+    """
+    seen: list[dict[str, str]] = []
+    app = server.streamable_http_app()
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+        await app(scope, receive, send)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning")
+    http = uvicorn.Server(config)
+    thread = threading.Thread(target=http.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not http.started:
+            assert time.monotonic() < deadline, "the HTTP server did not start"
+            time.sleep(0.01)
+        yield f"http://127.0.0.1:{port}/mcp", seen
+    finally:
+        http.should_exit = True
+        thread.join(timeout=30)

@@ -15,7 +15,7 @@ from ownloop.mcp import HttpServer, InProcessServer, MCPToolset, StdioServer
 from ownloop.mcp._validate import check_limits, closed, schema_check
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
-from tests.mcp_hostile import Hostile, deep_schema, text_result, tool
+from tests.mcp_hostile import Hostile, deep_schema, over_http, text_result, tool
 
 
 def _wait_for(condition: Callable[[], bool], what: str, bound_s: float = 30.0) -> None:
@@ -516,6 +516,15 @@ def test_the_bounded_keywords_check_what_the_standard_ones_check() -> None:
     assert len(str(huge.value)) == 2000  # the schema's own words are cut
 
 
+def test_a_spent_pattern_budget_runs_no_pattern_at_all() -> None:
+    """With no time left, even a trivial pattern is not run: the check says it took too long."""
+    schema = {"type": "object", "properties": {"s": {"type": "string", "pattern": "^a$"}}}
+    check = schema_check(closed(schema), schema, "t")
+    assert check.with_patterns({"s": "a"}, 1.0) is None
+    spent = check.with_patterns({"s": "a"}, 0.0)
+    assert spent == "checking them against the tool's patterns took longer than 0s"
+
+
 def test_unexpected_properties_are_named_eight_at_most_in_300_characters() -> None:
     """A rejection names the first eight extra fields in order, joined by ", ", cut at 300."""
     schema = {"type": "object", "properties": {"a": {}}}
@@ -573,3 +582,18 @@ def test_schema_limits_are_inclusive() -> None:
     with pytest.raises(ToolDefinitionError, match=rf"is {size} bytes, more than max_schema_bytes"):
         check_limits(schema, tool="t", max_depth=4, max_bytes=size - 1)
     check_limits([{"a": ["é"]}], tool="t", max_depth=4, max_bytes=15)
+
+
+def test_an_http_server_in_this_process_is_a_tool_source_with_its_headers() -> None:
+    """Over Streamable HTTP: the record's headers reach the server, calls go through, no stderr."""
+    hostile = Hostile(tool("look", read_only=True))
+    with over_http(hostile.server()) as (url, seen):
+        record = HttpServer(
+            name="web", url=url, headers={"X-Api-Key": "k-123"}, trust_annotations=True
+        )
+        with MCPToolset(record) as tools:
+            assert tools.stderr_tail("web") == ""
+            result = Agent(ScriptedModel([tool_call("look"), final("ok")]), tools).run_sync("look")
+    assert result.receipts[0].data == {"done": "look", "arguments": {}}
+    assert seen
+    assert all(headers.get("x-api-key") == "k-123" for headers in seen)

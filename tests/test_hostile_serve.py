@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import io
 import json
+import logging
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -13,6 +17,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from pydantic import BaseModel, SecretStr
 
 from ownloop import Approval, ToolContext, ToolRegistry
 from ownloop.cli import main
@@ -64,6 +69,14 @@ class Bank:
             raise OSError("the connection dropped after the wire was sent")
 
 
+async def _until_a_transfer_starts(bank: Bank) -> None:
+    for _ in range(3000):
+        if bank.transfers:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the transfer never started")
+
+
 def _server(tmp_path: Path, bank: Bank, policy: Policy | None = None) -> RegistryServer:
     return RegistryServer(
         bank.registry,
@@ -77,6 +90,7 @@ def test_a_replayed_request_and_a_repeated_key_execute_once() -> None:
     assert served_call_key({IDEMPOTENCY_META_KEY: "k"}, "s", 1) == "key:k"
     assert served_call_key({IDEMPOTENCY_META_KEY: ""}, "s", 1) == "request:s:1"
     assert served_call_key({IDEMPOTENCY_META_KEY: "x" * 257}, "s", "a") == 'request:s:"a"'
+    assert served_call_key({IDEMPOTENCY_META_KEY: "x" * 256}, "s", "a") == "key:" + "x" * 256
     assert served_call_key(None, "s", 2) != served_call_key(None, "t", 2)
 
 
@@ -126,6 +140,14 @@ def test_a_key_reused_for_another_call_is_refused(tmp_path: Path) -> None:
     assert not first.is_error
     assert other.is_error
     assert other.structured_content["code"] == "key_reused"  # type: ignore[index]
+    assert other.content[0].text == (  # type: ignore[union-attr]
+        "This idempotency key was used for a different call; use a new key."
+    )
+    assert other.structured_content == {
+        "status": "rejected",
+        "code": "key_reused",
+        "run_id": asyncio.run(server.store.list_runs(limit=10))[0].run_id,
+    }
     assert len(bank.transfers) == 1
 
 
@@ -139,10 +161,7 @@ def test_a_cancelled_write_finishes_and_its_repeat_is_answered_from_the_run(tmp_
 
     async def scenario() -> Any:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
+        await _until_a_transfer_starts(bank)
         first.cancel()
         with pytest.raises(asyncio.CancelledError):
             await first
@@ -359,30 +378,37 @@ def test_a_repeat_under_another_hash_seed_is_answered_from_the_store(tmp_path: P
     assert ran.read_text() == "ran\n"
 
 
-def test_a_repeat_waits_bounded_and_another_process_never_reruns(tmp_path: Path) -> None:
-    """A repeat of a call in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
+@pytest.mark.parametrize("keyed", [True, False])
+def test_a_repeat_waits_bounded_and_another_process_never_reruns(
+    tmp_path: Path, keyed: bool
+) -> None:
+    """A repeat of a write in flight here waits at most repeat_wait_s; elsewhere it is unknown."""
     bank = Bank()
     bank.release.clear()
     server = _server(tmp_path, bank)
     server.repeat_wait_s = 0.05
     elsewhere = _server(tmp_path, bank)
     arguments = {"account": "a1", "amount": 5}
-    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1)
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-slow"}, "s", 1) if keyed else None
 
     async def scenario() -> list[Any]:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        for _ in range(3000):
-            if bank.transfers:
-                break
-            await asyncio.sleep(0.01)
+        await _until_a_transfer_starts(bank)
         waited = await server.call("transfer", arguments, key=key)
         other = await elsewhere.call("transfer", arguments, key=key)
         bank.release.set()
         return [waited, other, await first]
 
     waited, other, first = asyncio.run(scenario())
-    assert "still being performed" in waited.content[0].text  # type: ignore[union-attr]
-    assert other.structured_content["status"] == "unknown"  # type: ignore[index]
+    assert waited.content[0].text == (  # type: ignore[union-attr]
+        "This call is still being performed; ask again later."
+    )
+    (run,) = asyncio.run(server.store.list_runs(limit=10))
+    assert other.structured_content == {"status": "unknown", "run_id": run.run_id}
+    assert other.content[0].text == (  # type: ignore[union-attr]
+        f"This call was started before (run {run.run_id}) and did not finish here: its outcome "
+        "is unknown. It will not be performed again."
+    )
     assert first.structured_content == {"transferred": 5}
     assert len(bank.transfers) == 1
 
@@ -402,3 +428,228 @@ def test_calls_without_a_key_are_numbered_and_each_runs(tmp_path: Path) -> None:
     assert len(run_ids) == 6
     assert sorted(int(run_id.rsplit("-", 1)[1]) for run_id in run_ids) == [1, 2, 3, 4, 5, 6]
     assert len({run_id.rsplit("-", 1)[0] for run_id in run_ids}) == 1
+
+
+class Login(BaseModel):
+    """Credentials nested in an argument."""
+
+    user: str
+    token: SecretStr
+
+
+@dataclasses.dataclass
+class Badge:
+    """A badge whose code is a secret."""
+
+    code: SecretStr
+
+
+def test_a_served_secret_reaches_the_tool_and_no_trace_receipt_or_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """SecretStr arguments, top-level and nested, arrive real; trace, receipt, answer hide them."""
+    pin, token = "zq81-unguessable-4417", "tk-77-also-unguessable-0912"
+    code, spare = "bd-31-unguessable-5581", "sp-48-unguessable-2270"
+    received: list[tuple[str, ...]] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def unlock(
+        door: str, pin: SecretStr, login: Login, badge: Badge, spares: list[Login]
+    ) -> dict[str, object]:
+        """Unlock a door.
+
+        Args:
+            door: Which door.
+            pin: Its code.
+            login: Who unlocks it.
+            badge: The badge shown.
+            spares: Other people's credentials.
+        """
+        secrets = (pin, login.token, badge.code, *(spare.token for spare in spares))
+        received.append(tuple(secret.get_secret_value() for secret in secrets))
+        return {"door": door, "pin": pin}
+
+    server = RegistryServer(
+        registry, store=SqliteRunStore(tmp_path / "runs.db"), policy=allow_writes("unlock")
+    )
+    arguments = {
+        "door": "front",
+        "pin": pin,
+        "login": {"user": "ann", "token": token},
+        "badge": {"code": code},
+        "spares": [{"user": "bo", "token": spare}],
+    }
+
+    async def scenario() -> tuple[list[Any], Any]:
+        caplog.set_level(logging.DEBUG)
+        async with Client(server.server()) as client:
+            meta = {IDEMPOTENCY_META_KEY: "k-secret"}
+            answers = [await client.call_tool("unlock", arguments, meta=meta) for _ in "ab"]
+        (run,) = await server.store.list_runs(limit=10)
+        stored = await server.store.get(run.run_id)
+        return answers, stored
+
+    answers, stored = asyncio.run(scenario())
+    assert received == [(pin, token, code, spare)]  # the real values, once
+    assert [answer.structured_content for answer in answers] == [
+        {"door": "front", "pin": "**********"}
+    ] * 2
+    assert stored is not None
+    result = stored.snapshot.result
+    assert result is not None
+    proposed = [event for event in result.trace if event.kind == "tool_proposed"]
+    assert len(proposed) == 1
+    seen = json.dumps(
+        {
+            "trace": [event.model_dump(mode="json") for event in result.trace],
+            "receipts": [receipt.model_dump(mode="json") for receipt in result.receipts],
+            "answers": [answer.model_dump(mode="json") for answer in answers],
+            "log": caplog.text,
+        }
+    )
+    for secret in (pin, token, code, spare):
+        assert secret not in seen
+    assert "ann" in seen  # the rest of the arguments is still traced
+
+
+def test_the_same_request_id_in_two_sessions_is_two_calls(tmp_path: Path) -> None:
+    """Request ids are per session: two clients' first requests both execute."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    arguments = {"account": "a1", "amount": 5}
+
+    async def one_session() -> Any:
+        async with Client(server.server()) as client:
+            return await client.call_tool("transfer", arguments)
+
+    async def scenario() -> list[Any]:
+        return [await one_session(), await one_session()]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [{"transferred": 5}] * 2
+    assert len(bank.transfers) == 2
+    assert bank.transfers[0][1] != bank.transfers[1][1]  # each its own idempotency key
+
+
+def test_each_request_of_a_session_is_its_own_call(tmp_path: Path) -> None:
+    """In one session, different requests are different calls, even identical ones."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+
+    async def scenario() -> list[Any]:
+        async with Client(server.server()) as client:
+            return [
+                await client.call_tool("transfer", {"account": "a1", "amount": amount})
+                for amount in (5, 7, 7)
+            ]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [
+        {"transferred": 5},
+        {"transferred": 7},
+        {"transferred": 7},
+    ]
+    assert len(bank.transfers) == 3
+
+
+def test_the_latest_requests_are_remembered_for_replays(tmp_path: Path) -> None:
+    """With room for two, the replays of the two latest requests are answered from their runs."""
+    bank = Bank()
+    server = RegistryServer(
+        bank.registry,
+        store=SqliteRunStore(tmp_path / "runs.db"),
+        policy=allow_writes("transfer"),
+        remembered_requests=2,
+    )
+
+    async def send(request: int) -> Any:
+        arguments = {"account": "a1", "amount": request}
+        return await server.call("transfer", arguments, key=served_call_key(None, "s", request))
+
+    async def scenario() -> list[Any]:
+        first = [await send(request) for request in (1, 2, 3)]
+        return [*first, await send(3), await send(2)]
+
+    answers = asyncio.run(scenario())
+    assert [answer.structured_content for answer in answers] == [
+        {"transferred": amount} for amount in (1, 2, 3, 3, 2)
+    ]
+    assert [call["amount"] for call, _ in bank.transfers] == [1, 2, 3]
+
+
+def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: Path) -> None:
+    """The call that resumes an approved run gets its answer; a repeat meanwhile waits bounded."""
+    bank = Bank()
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+    server = _server(tmp_path, bank, Policy.from_document(document))
+    server.repeat_wait_s = 0.05
+    arguments = {"account": "a1", "amount": 5}
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-resume"}, "s", 1)
+
+    async def scenario() -> list[Any]:
+        facts = (await server.call("transfer", arguments, key=key)).structured_content
+        assert facts is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await server.store.submit_approval(facts["run_id"], approval)
+        bank.release.clear()
+        resumed = asyncio.ensure_future(server.call("transfer", arguments, key=key))
+        await _until_a_transfer_starts(bank)
+        repeat = await server.call("transfer", arguments, key=key)
+        bank.release.set()
+        return [repeat, await resumed]
+
+    repeat, resumed = asyncio.run(scenario())
+    assert repeat.content[0].text == (  # type: ignore[union-attr]
+        "This call is still being performed; ask again later."
+    )
+    assert resumed.structured_content == {"transferred": 5}
+    assert len(bank.transfers) == 1
+
+
+def test_serving_over_stdio_in_this_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_stdio speaks JSON-RPC over stdin and stdout: initialize, list, call, end at EOF."""
+    bank = Bank()
+    server = _server(tmp_path, bank)
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
+    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    serving = threading.Thread(target=server.run_stdio)
+    serving.start()
+    replies = os.fdopen(read_out, "rb")
+    requests = os.fdopen(write_in, "wb")
+
+    def send(message: dict[str, Any]) -> None:
+        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        requests.flush()
+
+    def reply(request_id: int) -> dict[str, Any]:
+        while True:
+            ready, _, _ = select.select([replies], [], [], 30)
+            assert ready, "no reply from the stdio server"
+            message: dict[str, Any] = json.loads(replies.readline())
+            if message.get("id") == request_id:
+                return message
+
+    client = {"name": "test", "version": "1"}
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    send({"id": 1, "method": "initialize", "params": initialize})
+    assert reply(1)["result"]["serverInfo"]["name"] == "ownloop"
+    send({"method": "notifications/initialized"})
+    send({"id": 2, "method": "tools/list"})
+    listed = {tool["name"] for tool in reply(2)["result"]["tools"]}
+    assert listed == {"balance", "transfer", "wire"}
+    call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
+    send({"id": 3, "method": "tools/call", "params": call})
+    assert reply(3)["result"]["structuredContent"] == {"transferred": 5}
+    requests.close()  # end of input: the server returns
+    serving.join(timeout=30)
+    assert not serving.is_alive()
+    for stream in (stdin, stdout, replies):
+        stream.close()
+    assert len(bank.transfers) == 1

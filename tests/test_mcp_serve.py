@@ -194,3 +194,15 @@ def test_the_command_refuses_what_is_not_a_registry() -> None:
     assert main(["mcp", "serve", "no-colon"]) == 2
     assert main(["mcp", "serve", "tests.mcp_served_tools:LEDGER_VARIABLE"]) == 2
     assert main(["mcp", "serve", "tests.no_such_module:registry"]) == 2
+
+
+def test_the_listing_describes_the_tools_this_actor_may_call(tmp_path: Path) -> None:
+    """Listed tools carry the registry's descriptions; a role the actor has opens a write."""
+    policy = Policy.from_document(
+        {"allowed_writes": ["transfer"], "required_roles": {"transfer": "ops"}}
+    )
+    operator = _serve(tmp_path / "a.db", policy=policy, actor=Actor(id="op", roles=("ops",)))
+    clerk = _serve(tmp_path / "b.db", policy=policy, actor=Actor(id="clerk"))
+    described = {spec.name: spec.description for spec in registry.specs()}
+    assert {tool.name: tool.description for tool in operator.tools()} == described
+    assert [tool.name for tool in clerk.tools()] == ["balance"]

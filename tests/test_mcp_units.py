@@ -10,7 +10,14 @@ import pytest
 from mcp import types
 from pydantic import ValidationError
 
-from ownloop import ConfigurationError, ToolCall, ToolDefinitionError, ToolRegistry, ToolSpec
+from ownloop import (
+    ConfigurationError,
+    Receipt,
+    ToolCall,
+    ToolDefinitionError,
+    ToolRegistry,
+    ToolSpec,
+)
 from ownloop.cli import build_parser
 from ownloop.cli._mcp import build_server
 from ownloop.mcp import HttpServer, MCPToolset, RegistryServer, StdioServer
@@ -141,13 +148,123 @@ def test_call_results_become_receipts_or_values() -> None:
         return types.CallToolResult(content=blocks, is_error=error)
 
     receipt = call_result(result(error=True), call_id="c", tool="t", max_bytes=4096)
-    assert getattr(receipt, "message", None) == "the tool reported an error"
+    assert isinstance(receipt, Receipt)
+    assert (receipt.call_id, receipt.tool, receipt.status, receipt.effect) == (
+        "c",
+        "t",
+        "error",
+        "none",
+    )
+    assert receipt.message == "the tool reported an error"
+    assert call_result(result('{"a": 1}'), call_id="c", tool="t", max_bytes=4096) == {"a": 1}
     assert call_result(result("plain"), call_id="c", tool="t", max_bytes=4096) == "plain"
     assert call_result(result("[1, 2]"), call_id="c", tool="t", max_bytes=4096) == [1, 2]
     assert call_result(result("{not json"), call_id="c", tool="t", max_bytes=4096) == "{not json"
     many = call_result(result("a", "b"), call_id="c", tool="t", max_bytes=4096)
     assert isinstance(many, list)
     assert [block["text"] for block in many] == ["a", "b"]  # type: ignore[index]
+
+
+def test_a_result_is_cut_at_its_utf8_bytes_exactly() -> None:
+    """The cap counts the JSON's UTF-8 bytes; a result at the cap is kept, past it cut by chars."""
+    value = {"t": "\u00e9" * 10}  # non-ASCII: 2 bytes each in UTF-8, 6 as an ASCII escape
+    size = len(b'{"t": "') + 20 + len(b'"}')
+
+    def cut(max_bytes: int) -> Any:
+        result = types.CallToolResult(content=[], structured_content=value)
+        return call_result(result, call_id="c", tool="t", max_bytes=max_bytes)
+
+    assert cut(size) == value
+    assert cut(size - 1) == {
+        "truncated": {"bytes": size, "kept_bytes": size - 1},
+        "text": '{"t": "' + "\u00e9" * 10 + '"',
+    }
+    assert cut(7 + 19) == {  # the cut falls inside the tenth é, which is dropped whole
+        "truncated": {"bytes": size, "kept_bytes": 7 + 18},
+        "text": '{"t": "' + "\u00e9" * 9,
+    }
+    errors = types.CallToolResult(
+        content=[
+            types.TextContent(type="text", text="first"),
+            types.TextContent(type="text", text="second"),
+        ],
+        is_error=True,
+    )
+    receipt = call_result(errors, call_id="c", tool="t", max_bytes=4096)
+    assert getattr(receipt, "message", None) == "first\nsecond"
+
+
+def test_a_schema_offered_as_the_server_wrote_it_loses_only_its_title_and_dialect() -> None:
+    """The non-strict fallback keeps the server's schema, closed, without title and $schema."""
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "Labels",
+        "type": "object",
+        "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+    }
+    tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
+    assert tool.spec.strict is False
+    assert tool.spec.parameters == {
+        "type": "object",
+        "properties": {"labels": {"type": "object", "additionalProperties": {"type": "string"}}},
+        "additionalProperties": False,
+    }
+
+
+def test_content_blocks_are_kept_as_their_mcp_json() -> None:
+    """Several blocks become a list of each block's JSON, with MCP's own field names."""
+    blocks: list[types.ContentBlock] = [
+        types.TextContent(type="text", text="a"),
+        types.ImageContent(type="image", data="aGk=", mime_type="image/png"),
+    ]
+    value = call_result(types.CallToolResult(content=blocks), call_id="c", tool="t", max_bytes=4096)
+    assert value == [
+        {"type": "text", "text": "a", "annotations": None, "_meta": None},
+        {
+            "type": "image",
+            "data": "aGk=",
+            "mimeType": "image/png",
+            "annotations": None,
+            "_meta": None,
+        },
+    ]
+
+
+@pytest.mark.parametrize(
+    "nullable",
+    [
+        {"anyOf": [{"type": "string"}, {"type": "null"}]},
+        {"oneOf": [{"type": "string"}, {"type": "null"}]},
+        {"const": None},
+        {"enum": ["a", None]},
+        {"type": ["string", "null"]},
+        {  # every way at once
+            "type": ["string", "null"],
+            "anyOf": [{"type": "string"}, {"type": "null"}],
+            "oneOf": [{"type": "string"}, {"type": "null"}],
+            "const": None,
+            "enum": [None],
+        },
+    ],
+)
+def test_every_way_of_admitting_null_keeps_an_optional_field_absent(nullable: Any) -> None:
+    """An optional property admitting null in any form, at any depth, is offered non-strict."""
+    schema = {"type": "object", "properties": {"p": nullable, "q": {"type": "string"}}}
+    tool = build_tool(_tool(schema), StdioServer(name="s", command="x"), _never)
+    assert tool.spec.strict is False
+    assert "required" not in tool.spec.parameters
+    plain = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}, "r": {"$ref": "#/$defs/S"}},
+        "$defs": {"S": {"type": "string"}},
+    }
+    assert build_tool(_tool(plain), StdioServer(name="s", command="x"), _never).spec.strict
+    required = {"type": "object", "properties": {"p": nullable}, "required": ["p"]}
+    assert build_tool(_tool(required), StdioServer(name="s", command="x"), _never).spec.strict
+    inner = {"type": "object", "properties": {"p": nullable}}
+    branch = {"anyOf": [inner, {"type": "string"}]}
+    nested = {"type": "object", "properties": {"x": branch}, "required": ["x"]}
+    assert not build_tool(_tool(nested), StdioServer(name="s", command="x"), _never).spec.strict
 
 
 def test_the_registry_extension_point() -> None:

@@ -26,8 +26,12 @@ validates the call once and journals its identity, which a resume reads back.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
+import inspect
 import json
+import types as types_module
+import typing
 import uuid
 import weakref
 from collections import OrderedDict
@@ -38,6 +42,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 
 from ownloop.agent import Agent
 from ownloop.contracts import (
@@ -55,6 +60,7 @@ from ownloop.exceptions import ConfigurationError, RunLeased, StaleCheckpoint
 from ownloop.identity import canonical_text, decode, encode
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY
 from ownloop.policy import Policy
+from ownloop.redaction import Redactor
 from ownloop.store import RunStore, StoredRun
 from ownloop.tools import ToolRegistry, ToolRejection
 
@@ -62,7 +68,7 @@ __all__ = ["RegistryServer", "served_call_key"]
 
 _CALL_ID = "mcp-call"
 _MAX_KEY_CHARS = 256
-_REMEMBERED_REQUESTS = 10_000
+_SECRETS = (SecretStr, SecretBytes, Secret)
 
 
 def served_call_key(meta: Mapping[str, Any] | None, session: str, request_id: object) -> str:
@@ -108,6 +114,9 @@ class RegistryServer:
         name: The server's name, as clients see it.
         repeat_wait_s: How long a repeat of a call still in flight here waits for its answer
             before it is told the call is still being performed.
+        remembered_requests: How many of the latest JSON-RPC requests without a client key
+            this server remembers, to answer their replays from their runs (the oldest are
+            forgotten first; a forgotten one is then known only by its identity).
     """
 
     def __init__(
@@ -119,6 +128,7 @@ class RegistryServer:
         policy: Policy | None = None,
         name: str = "ownloop",
         repeat_wait_s: float = 30.0,
+        remembered_requests: int = 10_000,
     ) -> None:
         if not isinstance(registry, ToolRegistry):
             raise ConfigurationError(f"expected a ToolRegistry, got {type(registry).__name__}")
@@ -127,6 +137,7 @@ class RegistryServer:
         self.actor = actor
         self.name = name
         self.repeat_wait_s = repeat_wait_s
+        self.remembered_requests = remembered_requests
         self._inflight: dict[str, asyncio.Future[RunResult]] = {}
         self._deciding = asyncio.Lock()
         self._requests: OrderedDict[str, str] = OrderedDict()  # request identity -> run id
@@ -137,6 +148,8 @@ class RegistryServer:
             policy=policy,
             store=store,
             limits=Limits(max_steps=3, max_tool_calls=1),
+            # The client's call is the model's proposal, traced: its secrets are kept out.
+            redactor=Redactor().with_keys(*_secret_names(registry)),
         )
 
     def tools(self) -> list[types.Tool]:
@@ -282,7 +295,7 @@ class RegistryServer:
     def _remember(self, request: str, run_id: str) -> None:
         self._requests[request] = run_id
         self._requests.move_to_end(request)
-        while len(self._requests) > _REMEMBERED_REQUESTS:
+        while len(self._requests) > self.remembered_requests:
             self._requests.popitem(last=False)
 
     def _session(self, session: Any) -> str:
@@ -320,6 +333,58 @@ class RegistryServer:
 
     def __repr__(self) -> str:
         return f"RegistryServer(name={self.name!r}, tools={list(self.registry.names())!r})"
+
+
+def _secret_names(registry: ToolRegistry) -> list[str]:
+    """The argument names, at any depth, whose values are pydantic secrets (``SecretStr``...).
+
+    A served call's arguments come from the client and are traced as the model's proposal: the
+    run's redactor redacts the values under these names, as it does ``Sensitive()`` parameters'.
+    """
+    names: set[str] = set()
+    seen: set[Any] = set()
+    for tool_name in registry.names():
+        tool = registry.get(tool_name)
+        if tool is not None:
+            function = tool.function
+            for parameter in inspect.signature(function).parameters.values():
+                # Resolved as the registry resolves it: one parameter at a time, so a return
+                # annotation that names nothing cannot hide a secret parameter.
+                holder = types_module.SimpleNamespace(
+                    __annotations__={parameter.name: parameter.annotation},
+                    __globals__=getattr(function, "__globals__", {}),
+                )
+                for name, annotation in _hints(holder).items():
+                    _collect_secrets(name, annotation, names, seen)
+    return sorted(names)
+
+
+def _collect_secrets(name: str, annotation: Any, names: set[str], seen: set[Any]) -> None:
+    origin = typing.get_origin(annotation) or annotation
+    if isinstance(origin, type) and issubclass(origin, _SECRETS):
+        names.add(name)
+        return
+    if isinstance(annotation, type):
+        if annotation in seen:
+            return
+        seen.add(annotation)
+        if issubclass(annotation, BaseModel):
+            for field_name, field in annotation.model_fields.items():
+                _collect_secrets(field.alias or field_name, field.annotation, names, seen)
+            return
+        if dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation):
+            for field_name, field_type in _hints(annotation).items():
+                _collect_secrets(field_name, field_type, names, seen)
+            return
+    for argument in typing.get_args(annotation):  # unions, containers, Annotated
+        _collect_secrets(name, argument, names, seen)
+
+
+def _hints(owner: Any) -> dict[str, Any]:
+    try:
+        return typing.get_type_hints(owner, include_extras=True)
+    except (NameError, TypeError):  # a field type that names nothing: the registry refuses it
+        return {}
 
 
 def _generation(stored: StoredRun | None) -> int:
