@@ -7,6 +7,7 @@ import socket
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel, SecretStr
 
 from ownloop import Agent, RunStatus, ToolRegistry
 from ownloop.cli import main
@@ -20,6 +21,13 @@ from ownloop.tracing import JsonlSink
 
 PASSWORD = "hunter2-Pa55"
 KEY = "sk-proj-0123456789abcdefABCDEF"
+
+
+class Card(BaseModel):
+    """A payment card whose security code is a secret."""
+
+    number: str
+    cvc: SecretStr
 
 
 def _closed_port() -> int:
@@ -123,3 +131,32 @@ def test_settings_repr_without_a_url_still_reads() -> None:
     """Settings without a base URL render as before."""
     settings = read_settings(api_key=KEY, model="m", environ={})
     assert "base_url=None" in repr(settings)
+
+
+def test_a_secret_typed_argument_is_never_traced_under_any_name(tmp_path: Path) -> None:
+    """`SecretStr` parameters and a model argument's secret fields are traced like `Sensitive()`."""
+    registry = ToolRegistry()
+    received: list[str] = []
+
+    @registry.tool(effect="read")
+    def unlock(pin: SecretStr, card: Card | None = None) -> str:
+        """Unlock with a PIN (and a card)."""
+        received.append(pin.get_secret_value())
+        if card is not None:
+            received.append(card.cvc.get_secret_value())
+        return "unlocked"
+
+    spec = next(s for s in registry.specs() if s.name == "unlock")
+    assert spec.sensitive == ("pin", "cvc")  # the one record every surface reads
+    path = tmp_path / "trace.jsonl"
+    call = tool_call("unlock", pin="4321-9876", card={"number": "4111", "cvc": "7319"})
+    sink = JsonlSink(path)
+    agent = Agent(ScriptedModel([call, final("done")]), registry, trace_sinks=[sink])
+    result = agent.run_sync("go")
+    sink.close()
+    assert result.status == RunStatus.COMPLETED
+    assert received == ["4321-9876", "7319"]  # the handler gets the real values
+    shown = path.read_text(encoding="utf-8") + result.model_dump_json(include={"trace"})
+    assert "4321-9876" not in shown
+    assert "7319" not in shown
+    assert "4111" in shown  # what is not a secret stays readable

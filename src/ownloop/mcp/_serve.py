@@ -26,12 +26,8 @@ validates the call once and journals its identity, which a resume reads back.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import hashlib
-import inspect
 import json
-import types as types_module
-import typing
 import uuid
 import weakref
 from collections import OrderedDict
@@ -42,7 +38,6 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
-from pydantic import BaseModel, Secret, SecretBytes, SecretStr
 
 from ownloop.agent import Agent
 from ownloop.contracts import (
@@ -60,7 +55,6 @@ from ownloop.exceptions import ConfigurationError, RunLeased, StaleCheckpoint
 from ownloop.identity import canonical_text, decode, encode
 from ownloop.mcp._toolset import IDEMPOTENCY_META_KEY
 from ownloop.policy import Policy
-from ownloop.redaction import Redactor
 from ownloop.store import RunStore, StoredRun
 from ownloop.tools import ToolRegistry, ToolRejection
 
@@ -68,7 +62,6 @@ __all__ = ["RegistryServer", "served_call_key"]
 
 _CALL_ID = "mcp-call"
 _MAX_KEY_CHARS = 256
-_SECRETS = (SecretStr, SecretBytes, Secret)
 
 
 def served_call_key(meta: Mapping[str, Any] | None, session: str, request_id: object) -> str:
@@ -148,8 +141,8 @@ class RegistryServer:
             policy=policy,
             store=store,
             limits=Limits(max_steps=3, max_tool_calls=1),
-            # The client's call is the model's proposal, traced: its secrets are kept out.
-            redactor=Redactor().with_keys(*_secret_names(registry)),
+            # The client's call is the model's proposal, traced: the agent's redactor hides the
+            # values under every name in ToolSpec.sensitive (Sensitive() and pydantic secrets).
         )
 
     def tools(self) -> list[types.Tool]:
@@ -333,58 +326,6 @@ class RegistryServer:
 
     def __repr__(self) -> str:
         return f"RegistryServer(name={self.name!r}, tools={list(self.registry.names())!r})"
-
-
-def _secret_names(registry: ToolRegistry) -> list[str]:
-    """The argument names, at any depth, whose values are pydantic secrets (``SecretStr``...).
-
-    A served call's arguments come from the client and are traced as the model's proposal: the
-    run's redactor redacts the values under these names, as it does ``Sensitive()`` parameters'.
-    """
-    names: set[str] = set()
-    seen: set[Any] = set()
-    for tool_name in registry.names():
-        tool = registry.get(tool_name)
-        if tool is not None:
-            function = tool.function
-            for parameter in inspect.signature(function).parameters.values():
-                # Resolved as the registry resolves it: one parameter at a time, so a return
-                # annotation that names nothing cannot hide a secret parameter.
-                holder = types_module.SimpleNamespace(
-                    __annotations__={parameter.name: parameter.annotation},
-                    __globals__=getattr(function, "__globals__", {}),
-                )
-                for name, annotation in _hints(holder).items():
-                    _collect_secrets(name, annotation, names, seen)
-    return sorted(names)
-
-
-def _collect_secrets(name: str, annotation: Any, names: set[str], seen: set[Any]) -> None:
-    origin = typing.get_origin(annotation) or annotation
-    if isinstance(origin, type) and issubclass(origin, _SECRETS):
-        names.add(name)
-        return
-    if isinstance(annotation, type):
-        if annotation in seen:
-            return
-        seen.add(annotation)
-        if issubclass(annotation, BaseModel):
-            for field_name, field in annotation.model_fields.items():
-                _collect_secrets(field.alias or field_name, field.annotation, names, seen)
-            return
-        if dataclasses.is_dataclass(annotation) or typing.is_typeddict(annotation):
-            for field_name, field_type in _hints(annotation).items():
-                _collect_secrets(field_name, field_type, names, seen)
-            return
-    for argument in typing.get_args(annotation):  # unions, containers, Annotated
-        _collect_secrets(name, argument, names, seen)
-
-
-def _hints(owner: Any) -> dict[str, Any]:
-    try:
-        return typing.get_type_hints(owner, include_extras=True)
-    except (NameError, TypeError):  # a field type that names nothing: the registry refuses it
-        return {}
 
 
 def _generation(stored: StoredRun | None) -> int:

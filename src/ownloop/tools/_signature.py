@@ -24,6 +24,7 @@ from pydantic_core import PydanticUndefined
 
 from ownloop.exceptions import ToolDefinitionError
 from ownloop.tools._context import Sensitive, ToolContext
+from ownloop.tools._secrets import secret_names
 
 __all__ = [
     "ArgumentsModel",
@@ -49,6 +50,8 @@ class Parameter:
         annotation: The resolved annotation, ``Annotated`` metadata included.
         default: The Python default, or ``inspect.Parameter.empty`` when required.
         sensitive: Whether the annotation carries `Sensitive()`.
+        secrets: The names, at any depth of the annotation, whose values are pydantic secrets
+            (`SecretStr`...); the parameter's own name when it is one.
     """
 
     name: str
@@ -56,6 +59,7 @@ class Parameter:
     annotation: Any
     default: Any
     sensitive: bool
+    secrets: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,6 +138,7 @@ def analyse_function(function: Callable[..., Any]) -> FunctionShape:
                 annotation=annotation,
                 default=raw.default,
                 sensitive=_is_sensitive(annotation),
+                secrets=secret_names(raw.name, annotation),
             )
         )
     return FunctionShape(label, tuple(parameters), tuple(context_names), _is_async(function))

@@ -371,7 +371,7 @@ def build_tool(
             idempotent=idempotent,
             timeout_s=timeout_s,
             max_output_chars=max_output_chars,
-            sensitive=tuple(p.name for p in shape.parameters if p.sensitive),
+            sensitive=_sensitive_names(shape),
             evidence=evidence,
             parallel=parallel,
         )
@@ -386,6 +386,13 @@ def build_tool(
             shape.label, None, "reconcile= takes a callable, and only for effect='write' tools"
         )
     return RegisteredTool(spec, function, shape=shape, arguments=arguments, reconcile=reconcile)
+
+
+def _sensitive_names(shape: FunctionShape) -> tuple[str, ...]:
+    """The names whose values are never traced: `Sensitive()` parameters and pydantic secrets."""
+    names = [p.name for p in shape.parameters if p.sensitive]
+    names += [name for p in shape.parameters for name in p.secrets]
+    return tuple(dict.fromkeys(names))
 
 
 def _check_types(shape: FunctionShape) -> None:
