@@ -78,7 +78,13 @@ def _handoff(child: Agent[Any, Any], **options: Any) -> Any:
 
 def test_the_child_answers_for_the_parent_and_sees_the_conversation() -> None:
     """The handoff's answer is the parent's output; the child saw the parent's turns and task."""
-    child_model = ScriptedModel([tool_call("lookup", order="A1"), final("A1 is refunded.")])
+    child_model = ScriptedModel(
+        [
+            tool_call("lookup", order="A1"),
+            tool_call("lookup", "l2", order="B2"),
+            final("A1 is refunded."),
+        ]
+    )
     child = Agent(child_model, _tools([]), instructions="You are payments.")
     parent = _parent(
         _handoff(child), [tool_call("payments", "p1", task="refund A1")], instructions="Triage."
@@ -94,8 +100,8 @@ def test_the_child_answers_for_the_parent_and_sees_the_conversation() -> None:
     assert first[3].call_id == "p1"
     assert first[3].content.startswith("Handed off to payments")
     assert first[4].content == "refund A1"
-    assert result.usage.steps == 1 + 2
-    assert [e.id for e in result.evidence] == ["ord-A1"]  # the child's evidence is the run's
+    assert result.usage.steps == 1 + 3
+    assert [e.id for e in result.evidence] == ["ord-A1", "ord-B2"]  # the child's, now the run's
 
 
 def test_a_handoff_never_runs_beside_other_calls() -> None:
@@ -168,6 +174,18 @@ def test_a_text_answer_is_bounded_by_the_parents_output_limit() -> None:
     assert (cut.original_chars, cut.chars) == (300, 100)
 
 
+def _twin_refund() -> type[BaseModel]:
+    """Another class named ``Refund`` with the same fields: the same JSON schema."""
+
+    class Refund(BaseModel):
+        """A typed answer."""
+
+        order: str
+        refunded: bool
+
+    return Refund
+
+
 def test_an_answer_that_cannot_be_the_parents_is_refused_when_the_parent_is_built() -> None:
     """A typed parent refuses a text handoff, or one of another type, before any run."""
     text_child = Agent(ScriptedModel([]))
@@ -176,7 +194,9 @@ def test_an_answer_that_cannot_be_the_parents_is_refused_when_the_parent_is_buil
     other = Agent(ScriptedModel([]), output_type=Charge)
     with pytest.raises(ConfigurationError, match=r"answers Charge.*output_type is Refund"):
         _parent(_handoff(other), [], output_type=Refund)
-    same_schema = Agent(ScriptedModel([]), output_type=Refund, output_mode="tool")
+    same_type = Agent(ScriptedModel([]), output_type=Refund, output_mode="tool")
+    _parent(_handoff(same_type), [], output_type=Refund, output_mode="prompted")
+    same_schema = Agent(ScriptedModel([]), output_type=_twin_refund(), output_mode="prompted")
     _parent(_handoff(same_schema), [], output_type=Refund, output_mode="prompted")
     plain = Agent(ScriptedModel([]), output_type=Charge).as_tool(
         name="charges", description="Charges.", effect="read"
