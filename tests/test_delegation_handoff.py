@@ -379,3 +379,19 @@ def test_trace_show_nests_the_handoffs_run(
     assert "top" in parent.splitlines()[0]
     assert "top/payments/call#1" in nested
     assert all(line.startswith("    ") for line in nested.splitlines() if line)
+
+
+def test_a_handoff_that_could_not_start_ends_the_parent_with_the_budget_it_lacked() -> None:
+    """With ``on_stop="end"``, a handoff with no model attempts left ends the parent naming that."""
+    child_model = ScriptedModel([])
+    parent = _parent(
+        _handoff(Agent(child_model), on_stop="end"),
+        [tool_call("payments", task="go")],
+        limits=Limits(max_model_attempts=1),
+    )
+    result = parent.run_sync("go")
+    assert (result.status, result.stop_reason) == (
+        RunStatus.STOPPED,
+        StopReason.MAX_MODEL_ATTEMPTS,
+    )
+    assert child_model.requests == []

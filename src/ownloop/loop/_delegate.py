@@ -77,7 +77,7 @@ def journals_write(config: LoopConfig, tool: RegisteredTool) -> bool:
     return config.durable and tool.spec.effect == "write" and not tool.delegates
 
 
-def caller_run(config: LoopConfig, state: RunState, key: str, share: int = 1) -> CallerRun:
+def caller_run(config: LoopConfig, state: RunState, key: str, share: int) -> CallerRun:
     """Describe the calling run to an agent tool: its budgets, usage, policy and call key.
 
     Args:
@@ -224,7 +224,7 @@ def handoff_answer(
         state.evidence.setdefault(item.id, item)
     answer = result.output
     if config.output is None:
-        text = answer if isinstance(answer, str) else render_observation(to_jsonable(answer))
+        text = render_observation(answer)  # text as it is; a typed value as its JSON
         answer, cut = truncate(text, config.limits.max_output_chars)
         if cut:
             state.trace.emit(OutputTruncated, original_chars=len(text), chars=len(answer))
