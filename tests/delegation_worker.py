@@ -1,10 +1,11 @@
 """A parent agent delegating a refund to a payments agent, both on one SQLite store.
 
 Used in-process by ``test_delegation_durable.py`` and as a worker process:
-``python -m tests.delegation_worker DB LEDGER PHASE`` runs (``start``, ``crash``) or resumes
-(``resume`` after ``start``, ``recover`` after ``crash``) the parent and prints the result's
-status, stop reason and request ids as JSON. In ``crash`` the refund writes its ledger line and
-the process SIGKILLs itself before the write returns.
+``python -m tests.delegation_worker DB LEDGER PHASE [handoff]`` runs (``start``, ``crash``) or
+resumes (``resume`` after ``start``, ``recover`` after ``crash``) the parent and prints the
+result's status, stop reason and request ids as JSON. With ``handoff`` the payments agent is a
+handoff: its answer is the parent's, and the parent's model is never asked again. In ``crash``
+the refund writes its ledger line and the process SIGKILLs itself before the write returns.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from ownloop.tools import Confirmed, NotApplied, ToolContext
 RUN_ID = "parent-1"
 
 
-def build(store: SqliteRunStore, ledger: Path, phase: str) -> Agent[None, str]:
+def build(
+    store: SqliteRunStore, ledger: Path, phase: str, *, handoff: bool = False
+) -> Agent[None, str]:
     """Build the parent for one phase (each phase's scripts hold only what it will be asked)."""
 
     def applied(arguments: dict[str, Any], ctx: ToolContext) -> Confirmed | NotApplied:
@@ -53,6 +56,8 @@ def build(store: SqliteRunStore, ledger: Path, phase: str) -> Agent[None, str]:
     first = phase in ("start", "crash")
     child_steps = [tool_call("refund", "r1", order="A1")] if first else [final("refunded A1")]
     parent_steps = [tool_call("payments", "p1", task="refund A1")] if first else [final("done")]
+    if handoff and not first:
+        parent_steps = []  # the child answers for the parent
     approval = phase in ("start", "resume")  # crash and recover: no approval needed
     child_policy = allow_writes("refund")
     if approval:
@@ -60,7 +65,9 @@ def build(store: SqliteRunStore, ledger: Path, phase: str) -> Agent[None, str]:
     child = Agent(ScriptedModel(child_steps), registry, policy=child_policy, store=store)
     parent_registry = ToolRegistry()
     parent_registry.register(
-        child.as_tool(name="payments", description="Refunds orders.", effect="write")
+        child.as_tool(
+            name="payments", description="Refunds orders.", effect="write", handoff=handoff
+        )
     )
     return Agent(
         ScriptedModel(parent_steps),
@@ -83,13 +90,13 @@ def summary(result: Any) -> dict[str, Any]:
     }
 
 
-async def _main(database: str, ledger: str, phase: str) -> dict[str, Any]:
+async def _main(database: str, ledger: str, phase: str, *mode: str) -> dict[str, Any]:
     async with SqliteRunStore(database) as store:
-        parent = build(store, Path(ledger), phase)
+        parent = build(store, Path(ledger), phase, handoff=mode == ("handoff",))
         if phase in ("resume", "recover"):
             return summary(await parent.resume(RUN_ID))
         return summary(await parent.run("refund the customer", run_id=RUN_ID))
 
 
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(_main(*sys.argv[1:4]))))
+    print(json.dumps(asyncio.run(_main(*sys.argv[1:]))))

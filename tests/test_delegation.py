@@ -9,6 +9,7 @@ import pytest
 from pydantic import BaseModel
 
 from ownloop import Actor, Agent, Approval, Limits, RunStatus, StopReason, ToolRegistry
+from ownloop.clock import FakeClock
 from ownloop.contracts import ModelResponse, ToolCall, Usage
 from ownloop.delegation import child_limits, child_run_id
 from ownloop.exceptions import ConfigurationError
@@ -390,3 +391,27 @@ def test_only_agent_tools_are_told_about_the_calling_run() -> None:
 
     Agent(ScriptedModel([tool_call("plain"), final("done")]), registry).run_sync("go")
     assert seen == [None]
+
+
+def test_a_child_started_at_once_gets_all_the_parents_time() -> None:
+    """A child called before any time passed gets the parent's whole deadline, not less."""
+    clock = FakeClock()
+    seen: list[float | None] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def when(ctx: ToolContext) -> str:
+        """Say how much time is left."""
+        seen.append(ctx.seconds_left(clock.now()))
+        return "ok"
+
+    child = Agent(ScriptedModel([tool_call("when"), final("ok")]), registry, clock=clock)
+    tool = child.as_tool(name="helper", description="Helps.", effect="read")
+    parent = _parent(
+        tool,
+        [tool_call("helper", task="go"), final("done")],
+        clock=clock,
+        limits=Limits(deadline_s=10.0),
+    )
+    assert parent.run_sync("go").status is RunStatus.COMPLETED
+    assert seen == [10.0]

@@ -88,3 +88,20 @@ def test_sigkill_during_the_childs_write_then_resume_runs_it_once(tmp_path: Path
     assert resumed.returncode == 0, resumed.stderr
     assert json.loads(resumed.stdout)["status"] == "completed"
     assert ledger.read_text().splitlines() == ["refund A1"]
+
+
+def test_a_decision_by_digest_reaches_the_waiting_child(tmp_path: Path) -> None:
+    """A decision naming the child's call by digest alone admits it; the write runs once."""
+    database, ledger = tmp_path / "runs.db", tmp_path / "ledger"
+    _run(database, ledger, "start")
+
+    async def digest() -> str:
+        async with SqliteRunStore(database) as store:
+            stored = await store.get(RUN_ID)
+            assert stored is not None
+            return stored.snapshot.approval_requests[0].digest
+
+    decision = Approval(digest=asyncio.run(digest()), approved=True, approver="ops")
+    done = _run(database, ledger, "resume", (decision,))
+    assert (done["status"], done["output"]) == ("completed", "done")
+    assert ledger.read_text().splitlines() == ["refund A1"]

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -105,8 +105,9 @@ extras_plan = st.fixed_dictionaries(
         "ref": _WORDS,  # left out, the parameter's default_factory makes a fresh one
     },
 )
+KINDS = ("read", "write", "approved_write", "nothing", "bad_args", "delegate", "delegate_approved")
 call_plan = st.tuples(
-    st.sampled_from(("read", "write", "approved_write", "nothing", "bad_args")),
+    st.sampled_from(KINDS),
     st.sampled_from(IDS),
     st.sampled_from(MODES),
     extras_plan,
@@ -133,8 +134,28 @@ class PlannedModel:
                 arguments = {"query": nonce}
             elif kind == "bad_args":
                 tool, arguments = "write", "{not json"  # type: ignore[assignment]
+            elif kind.startswith("delegate"):  # the child writes (approved or not) in ``mode``
+                write = "approved_write" if kind == "delegate_approved" else "write"
+                tool, arguments = "delegate", {"task": f"{nonce}|{write}|{mode}"}
             calls.append(ToolCall(id=call_id, name=tool, arguments=arguments))
         return ModelResponse(tool_calls=tuple(calls))
+
+
+class ChildModel:
+    """The delegated agent's model: one write its task names, then an answer."""
+
+    def __init__(self, children: set[str]) -> None:
+        self.children = children
+
+    async def respond(self, request: ModelRequest) -> ModelResponse:
+        """Propose the task's write at the first step, answer after it."""
+        self.children.add(request.run_id)
+        task = next(m.content for m in request.messages if m.role == "user")
+        nonce, tool, mode = str(task).split("|")
+        if request.step > 1:
+            return ModelResponse(final_output=f"child {nonce} done")
+        arguments = {"nonce": f"{nonce}-child", "mode": mode}
+        return ModelResponse(tool_calls=(ToolCall(id="w1", name=tool, arguments=arguments),))
 
 
 class FaultyStore:
@@ -144,6 +165,7 @@ class FaultyStore:
         self._store = store
         self.crash_after = crash_after
         self.stall_before: int | None = None
+        self.stall_run: str | None = None  # stalls only in this run's writes, never a child's
         self.on_stall: Any = None
         self.writes = 0
         self.crashed = False
@@ -151,9 +173,12 @@ class FaultyStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    async def _around(self, write: Any) -> Any:
+    async def _around(self, write: Any, run_id: str) -> Any:
         self.writes += 1
-        if self.writes == self.stall_before and self.on_stall is not None:
+        # A child stalled inside its delegation call would wait for the worker that waits for
+        # that call (this process's in-flight write): a deadlock of the test, not of a worker.
+        stalls = run_id == self.stall_run
+        if self.writes == self.stall_before and stalls and self.on_stall is not None:
             stall, self.on_stall = self.on_stall, None
             await stall()
         result = await write()
@@ -167,20 +192,21 @@ class FaultyStore:
     ) -> int:
         """Save (see `RunStore`), crashing or stalling where planned."""
         version: int = await self._around(
-            lambda: self._store.save(snapshot, expected_version=expected_version, lease=lease)
+            lambda: self._store.save(snapshot, expected_version=expected_version, lease=lease),
+            snapshot.run_id,
         )
         return version
 
     async def record_intent(self, intent: WriteIntent, *, lease: Lease | None = None) -> None:
         """Journal an intent (see `RunStore`), crashing or stalling where planned."""
-        await self._around(lambda: self._store.record_intent(intent, lease=lease))
+        await self._around(lambda: self._store.record_intent(intent, lease=lease), intent.run_id)
 
     async def record_receipt(
         self, run_id: str, call_id: str, receipt: Receipt, *, lease: Lease | None = None
     ) -> None:
         """Journal a receipt (see `RunStore`), crashing or stalling where planned."""
         await self._around(
-            lambda: self._store.record_receipt(run_id, call_id, receipt, lease=lease)
+            lambda: self._store.record_receipt(run_id, call_id, receipt, lease=lease), run_id
         )
 
     async def release_lease(self, lease: Lease) -> None:
@@ -223,6 +249,7 @@ class FencingMachine(RuleBasedStateMachine):
         self.script: list[Any] = []
         self.started = False
         self.abandoned = False
+        self.children: set[str] = set()  # the delegated runs' ids
 
     def _store(self) -> RunStore:
         if self.backend == "memory":
@@ -367,11 +394,25 @@ class FencingMachine(RuleBasedStateMachine):
                 self.granted.add(nonce)
             return Approval(request_id=request.id, approved=verdict == "approve", approver="inline")
 
+        child = Agent(  # its approvals pause the parent (the parent's approver never sees them)
+            ChildModel(self.children),
+            self._registry(),
+            policy=allow_writes("write", "approved_write"),
+            clock=FakeClock(),
+            store=store,
+            lease_ttl_s=TTL,
+        )
+        registry = ToolRegistry()
+        for name in self._registry().names():
+            tool = self._registry().get(name)
+            assert tool is not None
+            registry.register(tool)
+        registry.register(child.as_tool(name="delegate", description="Delegates.", effect="write"))
         return Agent(
             PlannedModel(self.script),
-            self._registry(),
+            registry,
             limits=LIMITS,
-            policy=allow_writes("write", "approved_write"),
+            policy=allow_writes("write", "approved_write", "delegate"),
             approver=approver if verdict is not None else None,
             clock=FakeClock(),
             store=store,
@@ -439,6 +480,7 @@ class FencingMachine(RuleBasedStateMachine):
         """A worker stalls past its lease; another takes the run over and goes on; it wakes."""
         stalled = FaultyStore(self.store)
         stalled.stall_before = stall_before
+        stalled.stall_run = self.run_id
         woke: list[int] = []  # the effects when the other worker was done
 
         async def other_worker() -> None:
@@ -499,6 +541,12 @@ class FencingMachine(RuleBasedStateMachine):
         """No effect twice, no unapproved effect, no misattributed receipt, typed bounded ends."""
         assert not self.problems, self.problems
         assert len(self.effects) == len(set(self.effects))
+        if self.children:
+            event("a delegated child ran")
+        if any("-child" in nonce for nonce in self.effects):
+            event("a delegated child's write took effect")
+        if any("(delegated: " in r.reason for x in self.results for r in x.approval_requests):
+            event("a delegated child's write paused the parent")
         for result in self.results:
             assert isinstance(result.status, RunStatus)
             usage, limits = result.usage, result.limits
@@ -513,7 +561,11 @@ class FencingMachine(RuleBasedStateMachine):
         """A journaled ok receipt carries the effect its own intent's key produced."""
         if not self.started:
             return
-        journal = self.loop.run_until_complete(self.store.journal(self.run_id))
+        for run_id in (self.run_id, *sorted(self.children)):
+            self._check_journal(run_id)
+
+    def _check_journal(self, run_id: str) -> None:
+        journal = self.loop.run_until_complete(self.store.journal(run_id))
         keys = [entry.intent.call_id for entry in journal]
         assert len(keys) == len(set(keys)), keys
         for entry in journal:

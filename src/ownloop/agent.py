@@ -65,7 +65,7 @@ from ownloop.contracts import (
     Versions,
 )
 from ownloop.cost import PriceTable
-from ownloop.delegation import agent_tool
+from ownloop.delegation import agent_tool, check_handoffs
 from ownloop.exceptions import ConfigurationError, RunNotFound
 from ownloop.loop import LoopConfig, RunState, restore_state, run_loop
 from ownloop.models import AgentModel
@@ -199,6 +199,7 @@ class Agent(Generic[DepsT, OutputT]):
             raise ConfigurationError("limits.max_cost needs a price table: Agent(prices=...)")
         validator = self._validator(validators)
         self._output = output_spec(model, output_type, output_mode, self.tools)
+        check_handoffs(self.tools, self._output)
         self.deps_type = deps_type
         self._instructions = instructions
         base = settings or ModelSettings()
@@ -275,6 +276,7 @@ class Agent(Generic[DepsT, OutputT]):
         effect: Literal["read", "write"],
         limits: Limits | None = None,
         on_stop: Literal["observe", "end"] = "observe",
+        handoff: bool = False,
     ) -> RegisteredTool:
         """Return this agent as a tool of a parent (``parent_registry.register(...)``).
 
@@ -289,12 +291,21 @@ class Agent(Generic[DepsT, OutputT]):
             limits: Caps for the child below what the parent has left.
             on_stop: ``"observe"`` tells the parent's model how the child stopped; ``"end"``
                 ends the parent run with the child's stop.
+            handoff: This agent takes over: it continues the parent's conversation, and its
+                answer is the parent's final answer.
 
         Returns:
             The tool.
         """
         return agent_tool(
-            self, name=name, description=description, effect=effect, limits=limits, on_stop=on_stop
+            self,
+            name=name,
+            description=description,
+            effect=effect,
+            limits=limits,
+            on_stop=on_stop,
+            handoff=handoff,
+            answers=self._output,
         )
 
     def delegated(

@@ -8,6 +8,11 @@ the caller's actor. The child's run is stored under an id derived from the call'
 a finished child instead of running it again. The loop core folds the child's result in
 (``ownloop.loop._delegate``). This module decides budgets and runs the child; it never touches
 the caller's state.
+
+A *handoff* (``as_tool(handoff=True)``) is the same tool, with the same budgets, policy, journal
+and approvals; its child also continues the caller's conversation, and its answer is the caller's
+final answer. `check_handoffs` refuses, when the caller is built, a handoff whose answer cannot be
+a value of the caller's ``output_type``.
 """
 
 from __future__ import annotations
@@ -15,16 +20,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, Self
 
-from ownloop.contracts import MAX_ID_CHARS, Approval, Limits, RunResult, RunSnapshot, Usage
+from ownloop.contracts import (
+    MAX_ID_CHARS,
+    Approval,
+    Limits,
+    Message,
+    RunResult,
+    RunSnapshot,
+    ToolMessage,
+    Usage,
+)
 from ownloop.exceptions import ConfigurationError
 from ownloop.loop import Delegated
+from ownloop.loop._output import OutputSpec
 from ownloop.policy import Policy, default_policy
 from ownloop.store import RunStore
 from ownloop.tools import CallerRun, RegisteredTool, ToolContext, ToolRegistry
 
-__all__ = ["ChildAgent", "agent_tool", "child_limits", "child_run_id"]
+__all__ = ["ChildAgent", "agent_tool", "check_handoffs", "child_limits", "child_run_id"]
 
 _BUDGETS = (
     ("max_steps", "steps", "max_steps"),
@@ -58,6 +73,7 @@ class ChildAgent(Protocol):
         run_id: str | None = None,
         approvals: Any = (),
         deps: Any = None,
+        history: Sequence[Message] | None = None,
     ) -> RunResult[Any]:
         """Run a task (see `ownloop.Agent.run`)."""
 
@@ -145,6 +161,8 @@ def agent_tool(
     effect: Literal["read", "write"],
     limits: Limits | None = None,
     on_stop: Literal["observe", "end"] = "observe",
+    handoff: bool = False,
+    answers: OutputSpec | None = None,
 ) -> RegisteredTool:
     """Make ``child`` a tool a parent registry can hold (``registry.register(tool)``).
 
@@ -158,6 +176,11 @@ def agent_tool(
         on_stop: When the child stops without an answer (a budget, a denial, unresolved):
             ``"observe"`` tells the parent's model (a typed observation), ``"end"`` ends the
             parent run with the child's status and stop reason.
+        handoff: The child takes over: it continues the parent's conversation (plus the
+            ``task``), and its answer is the parent's final answer (checked by the parent's
+            validators). A handoff never runs beside the turn's other calls.
+        answers: The child's output spec (``None``: text), which `check_handoffs` compares
+            with the parent's.
 
     Returns:
         The tool; its single argument is the child's ``task``.
@@ -182,8 +205,66 @@ def agent_tool(
             child, task, ctx, name=name, cap=limits, on_stop=on_stop, reads_only=reads_only
         )
 
-    tool = ToolRegistry().add(delegate, name=name, description=description, effect=effect)
-    return _AgentTool.of(tool)
+    async def hand_off(task: str, ctx: ToolContext) -> Delegated:
+        """Hand the conversation over.
+
+        Args:
+            task: What the agent taking over should do now; it sees the conversation so far,
+                and its answer is the final answer.
+            ctx: The calling run's trusted context (never in the schema).
+        """
+        return await _run_child(
+            child,
+            task,
+            ctx,
+            name=name,
+            cap=limits,
+            on_stop=on_stop,
+            reads_only=reads_only,
+            handoff=True,
+        )
+
+    registry = ToolRegistry()
+    if not handoff:
+        return _AgentTool.of(
+            registry.add(delegate, name=name, description=description, effect=effect)
+        )
+    tool = registry.add(hand_off, name=name, description=description, effect=effect, parallel=False)
+    made = _HandoffTool.of(tool)
+    made.answers = answers
+    return made
+
+
+def check_handoffs(registry: ToolRegistry, output: OutputSpec | None) -> None:
+    """Refuse a handoff whose answer cannot be the answer of an agent with ``output``.
+
+    A text agent takes any answer (a typed one as its JSON text); a typed agent takes only an
+    answer of the same type (the same type, or one with the same JSON schema).
+
+    Args:
+        registry: The parent's tools.
+        output: The parent's output spec (``None``: text).
+
+    Raises:
+        ConfigurationError: A handoff answers text, or another type, than the parent's.
+    """
+    if output is None:
+        return
+    for name in registry.names():
+        tool = registry.get(name)
+        if not isinstance(tool, _HandoffTool):
+            continue
+        answers = tool.answers
+        if answers is None or not (
+            answers.output_type == output.output_type
+            or answers.format.json_schema == output.format.json_schema
+        ):
+            given = "text" if answers is None else answers.format.name
+            raise ConfigurationError(
+                f"the handoff {name!r} answers {given}, but this agent's output_type is "
+                f"{output.format.name}: a handoff's answer is this agent's answer, so its "
+                "output_type must be this agent's"
+            )
 
 
 class _AgentTool(RegisteredTool):
@@ -193,11 +274,18 @@ class _AgentTool(RegisteredTool):
     delegates = True
 
     @classmethod
-    def of(cls, tool: RegisteredTool) -> _AgentTool:
+    def of(cls, tool: RegisteredTool) -> Self:
         made = cls.__new__(cls)
         for slot in RegisteredTool.__slots__:
             setattr(made, slot, getattr(tool, slot))
         return made
+
+
+class _HandoffTool(_AgentTool):
+    """An agent tool whose child takes over: it carries the output spec the child answers in."""
+
+    __slots__ = ("answers",)
+    answers: OutputSpec | None
 
 
 async def _run_child(
@@ -209,6 +297,7 @@ async def _run_child(
     cap: Limits | None,
     on_stop: Literal["observe", "end"],
     reads_only: Policy | None,
+    handoff: bool = False,
 ) -> Delegated:
     caller = ctx.caller
     if caller is None:  # called outside a run (a test calling the handler): the child's own
@@ -216,26 +305,44 @@ async def _run_child(
     run_id = child_run_id(ctx.run_id, caller.key, name)
     stored = await _stored(child.store, run_id)
     if stored is not None and stored.state == "finished" and stored.result is not None:
-        return Delegated(stored.result, on_stop=on_stop)  # replayed from the store, not run
+        return Delegated(stored.result, on_stop, handoff=handoff)  # replayed, not run again
     elapsed = stored.elapsed_s if stored is not None else 0.0
     bounded = child_limits(child.limits, cap, caller, elapsed)
     if isinstance(bounded, str):
-        return Delegated(None, on_stop=on_stop, exhausted=bounded)
+        return Delegated(None, on_stop, exhausted=bounded, handoff=handoff)
     policy = caller.policy & child.policy
     if reads_only is not None:
         policy = policy & reads_only
     derived = child.delegated(bounded, policy, caller.sinks)
     deps = ctx.deps if child.deps_type is not None else None
     if stored is None:
+        history = _handed_over(caller, ctx.call_id, name) if handoff else None
         result = await _apart(
-            derived.run(task, actor=ctx.actor, run_id=run_id, approvals=caller.approvals, deps=deps)
+            derived.run(
+                task,
+                actor=ctx.actor,
+                run_id=run_id,
+                approvals=caller.approvals,
+                deps=deps,
+                history=history,
+            )
         )
-        return Delegated(result, on_stop=on_stop)
+        return Delegated(result, on_stop, handoff=handoff)
     approvals = _addressed(stored, caller.approvals)
     # The caller holds its own lease, so no other worker runs this child: a lease the child's
     # dead worker left behind is taken over at once (fencing refuses that worker's records).
     result = await _apart(derived.resume(run_id, approvals=approvals, take_over=True, deps=deps))
-    return Delegated(result, on_stop=on_stop)
+    return Delegated(result, on_stop, handoff=handoff)
+
+
+def _handed_over(caller: CallerRun, call_id: str, name: str) -> tuple[Message, ...]:
+    """The conversation a handoff's child continues: the caller's, its handoff call answered."""
+    note = ToolMessage(
+        call_id=call_id,
+        name=name,
+        content=f"Handed off to {name}: continue this conversation and answer directly.",
+    )
+    return (*caller.messages, note)
 
 
 async def _apart(run: Coroutine[Any, Any, RunResult[Any]]) -> RunResult[Any]:

@@ -3,22 +3,41 @@
 An agent tool (``Agent.as_tool``) returns a `Delegated` record instead of a plain value. The core
 adds the child's usage to the run's, turns the child's end into the call's receipt (its output,
 a typed observation of its stop, or the end of the run, as configured) and pauses the run when
-the child waits for an approval, naming the path to the waiting call. Nothing here does I/O.
+the child waits for an approval, naming the path to the waiting call. A handoff's child that
+answered hands the run its answer (`handoff_answer`), which the run's validators judge before the
+run ends with it (`end_with_handoff`). Nothing here does I/O.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
-from ownloop.contracts import Receipt, RunResult, RunStatus, StopReason, Usage
+from ownloop.contracts import (
+    Evidence,
+    OutputTruncated,
+    Receipt,
+    RunResult,
+    RunStatus,
+    StopReason,
+    Usage,
+)
 from ownloop.loop._finish import end
+from ownloop.loop._observe import truncate
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Outcome, ToolReturn
 from ownloop.loop.state import RunState
-from ownloop.tools import CallerRun, RegisteredTool, ValidatedCall, to_jsonable
+from ownloop.tools import CallerRun, RegisteredTool, ValidatedCall, render_observation, to_jsonable
+from ownloop.validators import Reject, Verdict
 
-__all__ = ["Delegated", "caller_run", "journals_write", "settle_delegation"]
+__all__ = [
+    "Delegated",
+    "caller_run",
+    "end_with_handoff",
+    "handoff_answer",
+    "journals_write",
+    "settle_delegation",
+]
 
 OnStop = Literal["observe", "end"]
 
@@ -32,11 +51,13 @@ class Delegated:
         on_stop: ``observe`` tells the calling model how the child stopped; ``end`` ends the
             calling run with the child's status and stop reason.
         exhausted: The budget the calling run had nothing left of, when the child never ran.
+        handoff: The child took over: its answer is the calling run's final answer.
     """
 
     result: RunResult[Any] | None
     on_stop: OnStop = "observe"
     exhausted: str | None = None
+    handoff: bool = False
 
 
 def journals_write(config: LoopConfig, tool: RegisteredTool) -> bool:
@@ -56,7 +77,7 @@ def journals_write(config: LoopConfig, tool: RegisteredTool) -> bool:
     return config.durable and tool.spec.effect == "write" and not tool.delegates
 
 
-def caller_run(config: LoopConfig, state: RunState, key: str, share: int = 1) -> CallerRun:
+def caller_run(config: LoopConfig, state: RunState, key: str, share: int) -> CallerRun:
     """Describe the calling run to an agent tool: its budgets, usage, policy and call key.
 
     Args:
@@ -77,6 +98,7 @@ def caller_run(config: LoopConfig, state: RunState, key: str, share: int = 1) ->
         approvals=tuple(state.approvals),
         share=max(share, 1),
         sinks=state.trace.sinks,
+        messages=tuple(state.messages),
     )
 
 
@@ -125,6 +147,8 @@ def settle_delegation(state: RunState, validated: ValidatedCall, outcome: Outcom
     _record_decisions(state, result)
     state.approval_requests = []  # only the call in progress can have been waiting
     if result.status is RunStatus.COMPLETED:
+        if delegated.handoff:
+            state.handed_off = result
         return ToolReturn(to_jsonable(result.output))
     detail = (
         f"the delegated agent {spec.name!r} ended {result.status.value} "
@@ -177,3 +201,61 @@ def _record_decisions(state: RunState, result: RunResult[Any]) -> None:
             for approval in state.approvals
             if not ({approval.request_id, approval.digest} & names)
         ]
+
+
+def handoff_answer(
+    config: LoopConfig, state: RunState, result: RunResult[Any]
+) -> tuple[Any, tuple[Evidence, ...]]:
+    """Take the answer of the handoff's child that answered, and the evidence it may cite.
+
+    The child's evidence joins the run's ledger (its tools ran under this run): the run's
+    validators judge the answer against it, and the result lists it.
+
+    Args:
+        config: The run's configuration.
+        state: The run's state.
+        result: The child's result (completed).
+
+    Returns:
+        The answer (a typed run's value as the child gave it; for a text run, text, bounded by
+        ``max_output_chars``: a typed child's answer as its JSON), and the ledger.
+    """
+    for item in result.evidence:
+        state.evidence.setdefault(item.id, item)
+    answer = result.output
+    if config.output is None:
+        text = render_observation(answer)  # text as it is; a typed value as its JSON
+        answer, cut = truncate(text, config.limits.max_output_chars)
+        if cut:
+            state.trace.emit(OutputTruncated, original_chars=len(text), chars=len(answer))
+    return answer, tuple(state.evidence.values())
+
+
+def end_with_handoff(
+    state: RunState, result: RunResult[Any], answer: Any, verdict: Verdict | None
+) -> NoReturn:
+    """End the run with the handed-off answer, or as failed when a validator rejected it.
+
+    The child answered, so nobody is left to revise a rejected answer: the run fails.
+
+    Args:
+        state: The run's state.
+        result: The child's result.
+        answer: The answer.
+        verdict: The run's validators' verdict (``None`` without validators).
+
+    Raises:
+        RunEnded: Always: completed (``final_output``), or failed (``completion_rejected``).
+    """
+    if isinstance(verdict, Reject):
+        end(
+            RunStatus.FAILED,
+            StopReason.COMPLETION_REJECTED,
+            f"the answer of the handed-off run {result.run_id} was rejected: {verdict.reason}",
+        )
+    state.output = answer
+    end(
+        RunStatus.COMPLETED,
+        StopReason.FINAL_OUTPUT,
+        f"the handed-off run {result.run_id} answered",
+    )

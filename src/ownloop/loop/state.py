@@ -18,6 +18,7 @@ from ownloop.contracts import (
     Message,
     PendingOperation,
     Receipt,
+    RunResult,
     ToolCall,
     ToolSpec,
     TraceEvent,
@@ -83,6 +84,8 @@ class RunState:
             those.
         compacted_turns: Turns removed by context compaction over the whole run.
         conversation: Where the earlier turns the run continues came from, if any.
+        handed_off: The result of a handoff's child that answered: its answer ends the run
+            once the call is observed (never checkpointed: the run ends before the next one).
     """
 
     run_id: str
@@ -119,6 +122,7 @@ class RunState:
     trace_forgotten: int = 0
     compacted_turns: int = 0
     conversation: Conversation | None = None
+    handed_off: RunResult[Any] | None = None
 
     def count(self, **increments: float) -> None:
         """Add to the named usage counters."""

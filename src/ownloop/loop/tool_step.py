@@ -9,24 +9,26 @@ bounded observation.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import Any
 
 from ownloop.budgets import check_before_tool_attempt, check_before_tool_call, check_deadline
 from ownloop.contracts import (
     Receipt,
     RevisionAudited,
+    RunResult,
     RunStatus,
     StopReason,
     ToolCall,
     ToolProposed,
     ToolRejected,
 )
-from ownloop.loop._delegate import journals_write
+from ownloop.loop._delegate import end_with_handoff, handoff_answer, journals_write
 from ownloop.loop._execute import execute, replay_journaled
 from ownloop.loop._finish import end, end_for_budget
 from ownloop.loop._gateway import admit
 from ownloop.loop._identity import identify
 from ownloop.loop._observe import add_tool_observation, truncate
-from ownloop.loop._revision import current_revision
+from ownloop.loop._revision import completion_context, current_revision
 from ownloop.loop._unknown import settle_pending
 from ownloop.loop.config import LoopConfig
 from ownloop.loop.effects import Effect, Outcome
@@ -88,6 +90,21 @@ def run_tool_call(
         receipt = yield from execute(config, state, validated, key)
     yield from conclude_call(config, state, validated, receipt, key)
     _answered(state, key)
+    if state.handed_off is not None:  # the child took over and answered: the run ends with it
+        yield from _hand_over(config, state, state.handed_off)
+
+
+def _hand_over(
+    config: LoopConfig, state: RunState, result: RunResult[Any]
+) -> Generator[Effect, Outcome, None]:
+    """End the run with a handoff's answer, checked as the run's own answer would be."""
+    yield from block_on_pending(config, state, "the handed-off answer")
+    answer, evidence = handoff_answer(config, state, result)
+    verdict = None
+    if config.validator is not None:
+        context = yield from completion_context(config, state.receipts, state.deps)
+        verdict = config.validator(answer, evidence, context)
+    end_with_handoff(state, result, answer, verdict)
 
 
 def _answered(state: RunState, key: str) -> None:

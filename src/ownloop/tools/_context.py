@@ -15,7 +15,7 @@ from typing import Any, Generic
 from typing_extensions import TypeVar
 
 from ownloop.clock import Clock
-from ownloop.contracts import Actor, Approval, Limits, Usage
+from ownloop.contracts import Actor, Approval, Limits, Message, Usage
 from ownloop.policy import Policy
 
 __all__ = ["CallerRun", "RunContext", "Sensitive", "ToolContext"]
@@ -60,6 +60,8 @@ class CallerRun:
         approvals: Decisions the calling run holds that no call of its own has consumed.
         share: How many agent tools of one turn run together and split what is left.
         sinks: The calling run's trace sinks: the child's events reach them too (one trace).
+        messages: The calling run's conversation when the call started (a handoff's child
+            continues it).
     """
 
     limits: Limits
@@ -70,6 +72,7 @@ class CallerRun:
     approvals: tuple[Approval, ...] = ()
     share: int = 1
     sinks: tuple[Callable[[Any], None], ...] = ()
+    messages: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
