@@ -22,15 +22,20 @@ from tests.durable_support import DSN_VARIABLE, fresh_schema, postgres_dsn
 
 
 @functools.cache
-def system_url() -> str:
-    """A fresh DBOS system database name on the test server (DBOS creates it), dropped at exit."""
+def system_url(application: str = "ownloop-test") -> str:
+    """A fresh DBOS system database name on the test server (DBOS creates it), dropped at exit.
+
+    One per DBOS application name and test process: DBOS refuses a second application that
+    registers the same application version in one system database.
+    """
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
     postgres_dsn()  # skips (or fails in CI) without a server
     server = os.environ[DSN_VARIABLE]
     where = conninfo_to_dict(server)
-    name = f"ownloop_dbos_{os.getpid()}_{uuid.uuid4().hex[:8]}"
+    tag = "".join(c for c in application if c.isalnum())[:20]
+    name = f"ownloop_dbos_{tag}_{os.getpid()}_{uuid.uuid4().hex[:8]}"
 
     def drop() -> None:
         with psycopg.connect(server, autocommit=True) as admin:

@@ -44,7 +44,7 @@ class DbosIdentity(IdentityMachine):
     def __init__(self) -> None:
         super().__init__()
         self.job.update(
-            system_url=system_url(),
+            system_url=system_url("ownloop-identity"),
             run_id=f"identity-{uuid.uuid4().hex[:8]}",  # DBOS workflow ids are global to its db
             queue=f"q-{uuid.uuid4().hex[:8]}",
             executor=f"exec-{uuid.uuid4().hex[:8]}",  # one executor: a new worker recovers its own
