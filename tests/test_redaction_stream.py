@@ -357,6 +357,18 @@ def test_scanned_counts_each_read_of_the_held_text_and_the_search_for_its_last_s
     assert streamed.scanned == 18 + 3 * (RESCAN_FLOOR + 1)
 
 
+def test_scanned_counts_each_rule_tried_and_each_position_the_key_rule_tries() -> None:
+    """A rule that can span a space reads the held text once more; the key rule counts its tries."""
+    streamed = StreamRedactor(Redactor().with_values("open sesame"))
+    assert streamed.feed("say open ") == "say "
+    assert streamed.scanned == 9 + 9  # the held text, then the value's rule over it
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed("a token=v1 b ") == Redactor().redact_text("a token=v1 b ")
+    # the held text; back from the sign to its word (5) and one try there; back from the last
+    # word to its space (1) and one try at it
+    assert streamed.scanned == 13 + 5 + 1 + 1 + 1
+
+
 def test_a_value_followed_only_by_whitespace_is_held_until_more_text_comes() -> None:
     """`token = token ` may still become `token = token x` or `token = token = …`: it waits."""
     rules = Redactor()
