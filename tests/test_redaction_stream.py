@@ -449,3 +449,35 @@ def test_a_key_spelt_with_letters_read_as_ascii_is_redacted_whole_and_at_any_cut
     assert "hunter2" not in whole
     for cut in range(len(text) + 1):
         assert "".join(stream(rules, [text[:cut], text[cut:]])) == whole
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "see ab(token=hunter2hunter2) and more ",  # a key after punctuation inside a word
+        "=x token=hunter2hunter2 ok ",  # a sign first, then a key's
+        "a=1 token=hunter2hunter2 b=2 ",  # a key's sign between two others
+        " = token=hunter2hunter2 ok ",  # whitespace and a sign before the key
+    ],
+)
+def test_a_key_anywhere_among_other_signs_is_found_at_every_cut(text: str) -> None:
+    """The key rule is tried wherever a key can start: none of these values leaves, at any cut."""
+    rules = Redactor()
+    whole = rules.redact_text(text)
+    assert "hunter2" not in whole
+    for cut in range(len(text) + 1):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert "hunter2" not in "".join(released)
+        assert "".join(released) == whole
+
+
+def test_scanned_counts_a_try_at_a_leading_sign_and_each_sign_of_a_pair() -> None:
+    """The key rule's tries are counted at a sign that opens the text and at both signs of `==`."""
+    streamed = StreamRedactor(Redactor())
+    streamed.feed("=x token=hunter2hunter2 ok ")
+    # the held text (27); a try at the leading sign (1); back to the key's word (5) and a try
+    # there (1); back from the last word (2) and a try at it (1)
+    assert streamed.scanned == 27 + 1 + 5 + 1 + 2 + 1
+    streamed = StreamRedactor(Redactor())
+    streamed.feed("a==b token==c x ")
+    assert streamed.scanned == 28
