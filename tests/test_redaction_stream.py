@@ -481,3 +481,18 @@ def test_scanned_counts_a_try_at_a_leading_sign_and_each_sign_of_a_pair() -> Non
     streamed = StreamRedactor(Redactor())
     streamed.feed("a==b token==c x ")
     assert streamed.scanned == 28
+
+
+def test_a_learned_value_right_after_its_first_letter_is_redacted() -> None:
+    """`zzq1secret` holds the value `zq1secret` one letter in: found though a `z` precedes it."""
+    rules = Redactor().with_values("zq1secret", "zr2secret", "zs3secret")
+    text = "say zzq1secret and zzzs3secret ok "
+    released = StreamRedactor(rules).feed(text)
+    assert released == rules.redact_text(text)
+    assert "secret" not in released
+
+
+def test_a_pattern_anchored_at_the_start_holds_nothing_once_it_cannot_match() -> None:
+    """`^foo` and digits, on text not starting with `foo`: nothing can be pending, all leaves."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"^foo\d+"))
+    assert streamed.feed("a b ") == "a b "
