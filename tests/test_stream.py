@@ -283,6 +283,9 @@ def test_an_invalid_threshold_or_task_is_refused_before_anything_runs() -> None:
     agent = Agent(ScriptedModel([]))
     with pytest.raises(ConfigurationError, match="warn_at"):
         agent.run_stream("go", warn_at=0)
+    with pytest.raises(ConfigurationError, match="warn_at"):
+        agent.run_stream("go", warn_at=1.5)
+    assert repr(agent.run_stream("go", warn_at=1)).endswith("warn_at=1)")  # the whole budget
     with pytest.raises(InputRejected):
         agent.run_stream("  ")
 
@@ -395,8 +398,10 @@ def test_the_stream_reports_its_state_and_result() -> None:
 
     async def scenario() -> None:
         stream = Agent(ScriptedModel([final("hi")])).run_stream("go", run_id="named")
+        assert stream.result is None
         first = await anext(stream)
         assert isinstance(first, RunStarted)
+        assert stream.result is None
         assert repr(stream) == "RunStream(run_id='named', running, warn_at=0.8)"
         rest = [event async for event in stream]
         assert stream.result is not None
@@ -518,3 +523,24 @@ def test_bearer_deltas_join_to_the_redacted_reply() -> None:
     joined = "".join(event.text for event in events if isinstance(event, TextDelta))
     assert joined == Redactor().redact_text(text)
     assert "Canary" not in joined
+
+
+def test_the_run_goes_in_a_task_named_after_it() -> None:
+    """The run's task is named `ownloop-run-<id>` (for a debugger's or a monitor's task list)."""
+    names: list[str] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    async def where(topic: str) -> str:
+        """Say which task runs this.
+
+        Args:
+            topic: Anything.
+        """
+        task = asyncio.current_task()
+        names.append(task.get_name() if task is not None else "")
+        return topic
+
+    model = ScriptedModel([tool_call("where", "t1", topic="a"), final("ok")])
+    asyncio.run(collect(Agent(model, registry), "go", run_id="named"))
+    assert names == ["ownloop-run-named"]

@@ -13,6 +13,7 @@ their literals is in it. The released text is redacted once, as the trace redact
 Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR` characters are held,
 a rescan waits until as much text again has arrived, so every character is scanned a bounded
 number of times (amortised) even when a long run without spaces keeps growing.
+`StreamRedactor.scanned` counts what the searches read, so a test can check that bound.
 
 Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
 syntax) or one whose alternatives let a complete match start inside a longer pending one may hold
@@ -146,14 +147,26 @@ def _word_groups(anchors: list[str]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple(words)
 
 
-def _last_space(text: str, limit: int, floor: int = 0) -> int:
+class _Tally:
+    """Characters read by a stream's searches (`StreamRedactor.scanned`)."""
+
+    __slots__ = ("read",)
+
+    def __init__(self) -> None:
+        self.read = 0
+
+
+def _last_space(text: str, limit: int, tally: _Tally, floor: int = 0) -> int:
     """The largest cut in ``[floor, limit]`` that follows a space, tab or newline (else ``floor``).
 
     Searched backwards down to ``floor`` only, so a caller walking a long text left to right
-    reads each part of it once (three ``rfind`` would each read back to the start).
+    reads each part of it once (three ``rfind`` would each read back to the start). The
+    stretch read, from ``limit`` back to the cut, is added to ``tally``.
     """
     found = _SPACE_BEFORE.search(text, floor, limit)
-    return found.end() if found is not None else floor
+    cut = found.end() if found is not None else floor
+    tally.read += limit - cut
+    return cut
 
 
 class StreamRedactor:
@@ -171,11 +184,25 @@ class StreamRedactor:
         self._held = ""
         self._rescan_at = 0
         self._known: tuple[Redactor, _Rules] | None = None
+        self._tally = _Tally()
 
     @property
     def held(self) -> int:
         """How many characters of raw text are held back."""
         return len(self._held)
+
+    @property
+    def scanned(self) -> int:
+        """How many characters this stream's searches have read so far (read-only, never reset).
+
+        The held text counts its length each time it is searched (once, once more for each rule
+        that can span a space tried on it, and once at `end`), a backward search for a space the
+        stretch it reads, and the key=value rule one for each position it is tried at. Streamed
+        in any pieces, a text costs a small constant times its length: the bound "each character
+        scanned a bounded number of times" as a count, where re-reading the held text from its
+        start at every piece would cost about its length squared over the piece size.
+        """
+        return self._tally.read
 
     def feed(self, text: str) -> str:
         """Take one piece; return the redacted text that can no longer change (may be empty).
@@ -195,20 +222,22 @@ class StreamRedactor:
             known = self._known = (redactor, _Rules(redactor))  # once a stream, mostly
         rules = known[1]
         quiet = rules.quiet
+        tally = self._tally
+        tally.read += len(held)
         if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(held)):
             # no rule can match or be pending in it (the common one-word piece): one search;
             # no rescan is pending (one waits for more than twice RESCAN_FLOOR characters)
-            cut = len(held) if held.endswith(_SPACES) else _last_space(held, len(held))
+            cut = len(held) if held.endswith(_SPACES) else _last_space(held, len(held), tally)
             self._held = held[cut:]
             return _clean(held[:cut])
-        cut, spans = _cut(held, rules, redactor)
+        cut, spans = _cut(held, rules, redactor, tally)
         self._rescan_at = 0
         if cut == 0:
             if len(held) > RESCAN_FLOOR:
                 self._rescan_at = 2 * len(held)
             return ""
         self._held = held[cut:]
-        return _redact_released(held[:cut], spans, rules, redactor)
+        return _redact_released(held[:cut], spans, rules, redactor, tally)
 
     def end(self) -> str:
         """The text is complete: return the rest, redacted, and start afresh.
@@ -217,13 +246,14 @@ class StreamRedactor:
             The redacted rest of the text.
         """
         rest, self._held, self._rescan_at = self._held, "", 0
+        self._tally.read += len(rest)
         return self._redactor().redact_text(rest) if rest else ""
 
 
 Spans = list[tuple[int, int]]
 
 
-def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
+def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[int, Spans]:
     """The cut, and the matches before it of the rules that can span a space."""
     end = len(text)
     limit = end
@@ -231,7 +261,8 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
     lowered = fold_case(text)
     for gate, rule in rules.spanning:
         if _holds_any(lowered, gate):
-            limit = min(limit, _settled(rule.finditer(text, partial=True), end, spans))
+            tally.read += end
+            limit = min(limit, _settled(rule.finditer(text, partial=True), end, end, spans))
     assignment = rules.assignment
     # a key=value match holds its sign; without one, only a key the text ends on can start one
     if (
@@ -240,15 +271,17 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
         and _holds_any(lowered, assignment[0])
     ):
         # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
-        matches = _assignments(fold_letters(text), assignment[1])
-        limit = min(limit, _settled(matches, end, spans))
-    cut = _last_space(text, limit)
+        matches = _assignments(fold_letters(text), assignment[1], tally)
+        # a value with only whitespace after it may still change: `token = token ` grows into
+        # `token = token x`, or its `token` turns out to be a key before its sign (`token = …`)
+        limit = min(limit, _settled(matches, _skip_spaces_back(text, end), end, spans))
+    cut = _last_space(text, limit, tally)
     moved = bool(spans)
     while cut and moved:
         moved = False
         for start, stop in spans:
             if start < cut < stop:
-                cut = _last_space(text, start)
+                cut = _last_space(text, start, tally)
                 moved = True
     # A match found or pending: a look-behind past the cut, or a rule that reads another's marker,
     # could make the two sides read differently alone.
@@ -257,18 +290,22 @@ def _cut(text: str, rules: _Rules, redactor: Redactor) -> tuple[int, Spans]:
     return cut, [(start, stop) for start, stop in spans if stop <= cut]
 
 
-def _settled(matches: Iterable[regex.Match[str]], end: int, spans: Spans) -> int:
-    """Collect the settled matches' spans; return where the first one still pending starts."""
+def _settled(matches: Iterable[regex.Match[str]], tail: int, end: int, spans: Spans) -> int:
+    """Collect the settled matches' spans; return where the first one still pending starts.
+
+    A match is pending when it is partial or reaches ``tail`` (the end, or for the key=value
+    rule the end before trailing whitespace); with none pending, the result is ``end``.
+    """
     for found in matches:
         start, stop = found.span()
-        if found.partial or stop == end:  # may still grow or change with the next piece
+        if found.partial or stop >= tail:  # may still grow or change with the next piece
             return start
         if stop > start:
             spans.append((start, stop))
     return end
 
 
-def _assignments(text: str, rule: regex.Pattern[str]) -> list[regex.Match[str]]:
+def _assignments(text: str, rule: regex.Pattern[str], tally: _Tally) -> list[regex.Match[str]]:
     """The key=value rule's matches, tried only where one can start.
 
     A match holds ``:`` or ``=`` after its key, and a key holds no space: it starts in the word
@@ -288,10 +325,11 @@ def _assignments(text: str, rule: regex.Pattern[str]) -> list[regex.Match[str]]:
     start = 0
     for sign in sorted(signs):
         before = _skip_spaces_back(text, sign)
-        word = _last_space(text, before, min(start, before))  # no further back than tried
+        word = _last_space(text, before, tally, min(start, before))  # no further back than tried
         start = max(start, word)
         while start < max(before, word + 1):
             if start == word or not _ASCII_ALNUM.match(text, start - 1):
+                tally.read += 1
                 match = rule.match(text, start, partial=True)
                 if match is not None:
                     found.append(match)
@@ -341,7 +379,9 @@ def _splits_cleanly(text: str, cut: int, redactor: Redactor) -> bool:
     return redactor.redact_text(text[:cut]) + redactor.redact_text(text[cut:]) == whole
 
 
-def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor) -> str:
+def _redact_released(
+    text: str, spans: Spans, rules: _Rules, redactor: Redactor, tally: _Tally
+) -> str:
     """Redact released text: whole when a rule that can span a space matched in it, else its words.
 
     Only the words holding a word rule's literal or a literal secret are redacted then: such a
@@ -371,7 +411,7 @@ def _redact_released(text: str, spans: Spans, rules: _Rules, redactor: Redactor)
         if start >= window_end:
             if window_end >= 0:
                 out.append(redactor.redact_text(text[window_start:window_end]))
-            window_start = _last_space(text, start)
+            window_start = _last_space(text, start, tally)
             out.append(_clean(text[done:window_start]))
         window_end = max(window_end, stop if stop == len(text) else _next_space(text, stop))
         done = window_end

@@ -116,15 +116,14 @@ class RunStream(Generic[OutputT]):
         state: The run's state, built by the agent.
         drive: Drives that state to a result (the agent's own driver, with its store and lease).
         limits: The run's budgets, which the warnings measure against.
-        warn_at: The share of a budget at which one `BudgetWarning` is emitted (0-1].
+        warn_at: The share of a budget at which one `BudgetWarning` is emitted (0-1];
+            `Agent.run_stream` passes its own (0.8 by default).
 
     Raises:
         ConfigurationError: If ``warn_at`` is not in (0, 1].
     """
 
-    def __init__(
-        self, state: RunState, drive: Drive, *, limits: Limits, warn_at: float = 0.8
-    ) -> None:
+    def __init__(self, state: RunState, drive: Drive, *, limits: Limits, warn_at: float) -> None:
         if not 0 < warn_at <= 1:
             raise ConfigurationError(f"warn_at must be in (0, 1], not {warn_at!r}")
         self.run_id = state.run_id
