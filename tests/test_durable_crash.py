@@ -50,7 +50,10 @@ def wait_for_halt(job: Job, process: Any, timeout: float = 10.0) -> str:
     """Wait until the worker stops at its kill point; return the point."""
     deadline = time.monotonic() + timeout
     while not job.path("halted").exists():
-        assert process.is_alive(), f"worker exited ({process.exitcode}) before {job.kill_at}"
+        if not process.is_alive() and not job.path("halted").exists():
+            reports = sorted(job.path("").glob("*.json"))
+            said = "; ".join(f"{r.name}: {r.read_text()}" for r in reports) or "no report"
+            raise AssertionError(f"worker exited ({process.exitcode}) before {job.kill_at}: {said}")
         assert time.monotonic() < deadline, f"worker never reached {job.kill_at}"
         time.sleep(0.002)
     return job.path("halted").read_text()

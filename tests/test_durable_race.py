@@ -40,7 +40,10 @@ def test_two_workers_race_to_resume_and_exactly_one_proceeds(
     tmp_path: Path, backend: str, same_id: bool
 ) -> None:
     """Of two worker processes resuming one run at once (even under one worker id), one runs it."""
-    job = _job(backend, tmp_path, lease_ttl_s=0.1)
+    # The crashed worker's lease must outlive its own heartbeat on a loaded machine (at 0.1 s a
+    # starved heartbeat lost it, and the worker stopped before its kill point), and expire
+    # before the racers start.
+    job = _job(backend, tmp_path, lease_ttl_s=1.0)
     _crashed(job)
     time.sleep(job.lease_ttl_s)
     racer = replace(
