@@ -20,6 +20,7 @@ import anyio
 import uvicorn
 from mcp import MCPError, types
 from mcp.server.lowlevel.server import Server
+from sse_starlette.sse import AppStatus
 
 OBJECT: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -127,6 +128,11 @@ def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]
 
     Yields its URL and the headers of every HTTP request it receives.
     """
+    assert not AppStatus.should_exit, (
+        "sse_starlette's process-wide AppStatus.should_exit is set (a uvicorn server in this "
+        "process handled a signal and nothing reset it): every SSE response served here would "
+        "end before its answer"
+    )
     seen: list[dict[str, str]] = []
     app = server.streamable_http_app()
 

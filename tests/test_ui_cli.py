@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import pytest
+from sse_starlette.sse import AppStatus
 
 from ownloop.cli import main
 from tests.ui_support import DATABASE_VARIABLE, pause_sqlite
@@ -37,6 +38,10 @@ def test_the_command_serves_until_interrupted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """In process: the URL is printed, access works with it only, Ctrl-C stops it cleanly."""
+    # The SIGINT below reaches uvicorn's `Server.handle_exit`, which sse_starlette (the `mcp`
+    # SDK's SSE) patches to set its process-wide `AppStatus.should_exit`; nothing resets it, and
+    # every SSE response later served in this process would end at once. Restore it afterwards.
+    monkeypatch.setattr(AppStatus, "should_exit", False)
     database = tmp_path / "runs.db"
     pause_sqlite(database, {"run-1": "refund o-1 500 thanks"})
     monkeypatch.setenv(DATABASE_VARIABLE, str(database))
