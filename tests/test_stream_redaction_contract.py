@@ -1,0 +1,34 @@
+"""`StreamRedactor`'s contract, pinned where the broader stream tests leave it loose.
+
+Each test names one behaviour of the public `StreamRedactor` (what it releases, what it holds,
+what its searches read as `scanned` counts it); together they kill the mutants of
+``ownloop/redaction/_stream.py`` that the property tests of ``test_redaction_stream.py`` miss.
+"""
+
+from __future__ import annotations
+
+from ownloop.redaction import Redactor, StreamRedactor
+
+OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
+
+
+def test_each_secret_words_window_reads_back_to_its_own_words_start() -> None:
+    """Two words holding a secret after a bracket: each window reads back to its word's start."""
+    streamed = StreamRedactor(Redactor())
+    text = f"({OPENAI_KEY}) plain words here [{OPENAI_KEY}] "
+    released = streamed.feed(text)
+    assert released == Redactor().redact_text(text)
+    assert OPENAI_KEY not in released
+    # the held text once, no stretch before its final space, then each bracket read back
+    assert streamed.scanned == len(text) + 2
+    assert streamed.held == 0
+
+
+def test_a_lone_surrogate_in_held_text_is_searched_for_the_rules_literals() -> None:
+    """Text holding a lone surrogate is still searched for the rules' literals, and released."""
+    rules = Redactor()
+    text = "note \ud800 password = hunter2hunter2 then more words "
+    streamed = StreamRedactor(rules)
+    released = streamed.feed(text)
+    assert "hunter2" not in released
+    assert released + streamed.end() == rules.redact_text(text)
