@@ -32,3 +32,23 @@ def test_a_lone_surrogate_in_held_text_is_searched_for_the_rules_literals() -> N
     released = streamed.feed(text)
     assert "hunter2" not in released
     assert released + streamed.end() == rules.redact_text(text)
+
+
+def test_a_url_without_credentials_is_not_read_back_for_its_word() -> None:
+    """A URL word without an ``@`` (in it or in the text) is released without reading its word."""
+    for text in ("see https://example.org/guide now ", "see https://example.org/x mail me@x.org "):
+        streamed = StreamRedactor(Redactor())
+        assert streamed.feed(text) == text
+        # the held text once, and nothing read back from "://" to the start of "https"
+        assert streamed.scanned == len(text)
+
+
+def test_a_sign_after_a_leading_space_is_tried_from_the_start() -> None:
+    """A sign right after a leading space: the key=value rule reads the key word after it once."""
+    text = " =password "
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed(text) == " "
+    assert streamed.held == len(text) - 1
+    # 11 for the held text; at the sign: one try at 0; at the trailing space: 9 read back to the
+    # sign, tries at 1 and 2 (the pending key); then 1 read back for the cut after the space
+    assert streamed.scanned == 11 + 1 + 9 + 2 + 1
