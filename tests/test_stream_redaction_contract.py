@@ -36,7 +36,11 @@ def test_a_lone_surrogate_in_held_text_is_searched_for_the_rules_literals() -> N
 
 def test_a_url_without_credentials_is_not_read_back_for_its_word() -> None:
     """A URL word without an ``@`` (in it or in the text) is released without reading its word."""
-    for text in ("see https://example.org/guide now ", "see https://example.org/x mail me@x.org "):
+    for text in (
+        "see https://example.org/guide now ",
+        "see https://example.org/x mail me@x.org ",
+        "mail me@x.org see https://example.org/x ",
+    ):
         streamed = StreamRedactor(Redactor())
         assert streamed.feed(text) == text
         # the held text once, and nothing read back from "://" to the start of "https"
