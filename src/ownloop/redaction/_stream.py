@@ -10,10 +10,10 @@ alone, so the pieces released, joined, equal the redactor's result on the whole 
 Cost: rules whose matches never hold a space are left to the redaction of what is released (a cut
 follows a space, so it never splits them); the others are tried on the held text only when one of
 their literals is in it (all of a rule's literals looked for in one pass of an Aho-Corasick
-automaton, not one search each). The released text is redacted once, as the trace redacts a whole text.
-Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR` characters are held,
-a rescan waits until as much text again has arrived, so every character is scanned a bounded
-number of times (amortised) even when a long run without spaces keeps growing.
+automaton, not one search each). The released text is redacted once, as the trace redacts a
+whole text. Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR`
+characters are held, a rescan waits until as much text again has arrived, so every character is
+scanned a bounded number of times (amortised) even when a long run without spaces keeps growing.
 `StreamRedactor.scanned` counts what the searches read, so a test can check that bound.
 
 Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
@@ -430,7 +430,7 @@ def _redact_released(
                 out.append(redactor.redact_text(text[window_start:window_end]))
             window_start = _last_space(text, start, tally)
             out.append(_clean(text[done:window_start]))
-        window_end = max(window_end, stop if stop == len(text) else _next_space(text, stop))
+        window_end = max(window_end, stop)  # a space's position (or the end): the word's end
         done = window_end
     out.append(redactor.redact_text(text[window_start:window_end]))
     out.append(_clean(text[window_end:]))
