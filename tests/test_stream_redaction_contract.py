@@ -56,3 +56,26 @@ def test_a_sign_after_a_leading_space_is_tried_from_the_start() -> None:
     # 11 for the held text; at the sign: one try at 0; at the trailing space: 9 read back to the
     # sign, tries at 1 and 2 (the pending key); then 1 read back for the cut after the space
     assert streamed.scanned == 11 + 1 + 9 + 2 + 1
+
+
+def test_a_learned_value_with_a_space_a_newline_and_a_tab_is_held_until_whole() -> None:
+    """A learned value holding a space, a newline and a tab is held until it is whole."""
+    value = "one two\nthree\tfour"
+    rules = Redactor().with_values(value)
+    streamed = StreamRedactor(rules)
+    text = f"see {value} after "
+    pieces = [text[at : at + 3] for at in range(0, len(text), 3)]
+    released = [streamed.feed(piece) for piece in pieces]
+    joined = "".join(released) + streamed.end()
+    assert joined == rules.redact_text(text)
+    assert not any("three" in piece or "four" in piece for piece in released)
+
+
+def test_a_learned_value_ending_in_a_space_is_released_redacted_up_to_its_end() -> None:
+    """A value that ends in a space, right before the cut, is released at once, redacted."""
+    rules = Redactor().with_values("pass word ")
+    streamed = StreamRedactor(rules)
+    released = streamed.feed("x pass word more")
+    assert released == rules.redact_text("x pass word ")
+    assert "pass" not in released
+    assert streamed.held == len("more")
