@@ -9,10 +9,11 @@ alone, so the pieces released, joined, equal the redactor's result on the whole 
 
 Cost: rules whose matches never hold a space are left to the redaction of what is released (a cut
 follows a space, so it never splits them); the others are tried on the held text only when one of
-their literals is in it. The released text is redacted once, as the trace redacts a whole text.
-Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR` characters are held,
-a rescan waits until as much text again has arrived, so every character is scanned a bounded
-number of times (amortised) even when a long run without spaces keeps growing.
+their literals is in it (all of a rule's literals looked for in one pass of an Aho-Corasick
+automaton, not one search each). The released text is redacted once, as the trace redacts a
+whole text. Text held back is rescanned on the next piece; once more than `RESCAN_FLOOR`
+characters are held, a rescan waits until as much text again has arrived, so every character is
+scanned a bounded number of times (amortised) even when a long run without spaces keeps growing.
 `StreamRedactor.scanned` counts what the searches read, so a test can check that bound.
 
 Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
@@ -27,6 +28,7 @@ import os
 import re
 from collections.abc import Callable, Iterable
 
+import ahocorasick_rs
 import regex
 
 from ownloop._text import clean_text
@@ -92,30 +94,34 @@ class _Rules:
             else:
                 word_values.append(value)
         anchors = list(word_values)
-        self.assignment: tuple[tuple[str, ...], regex.Pattern[str]] | None = None
+        self.assignment: tuple[_Finder | None, regex.Pattern[str]] | None = None
+        hints: tuple[str, ...] = ()
         for rule in redactor.rules:
             if rule in _WORD_RULES:
                 anchors.extend(_WORD_ANCHORS[rule.name])
                 continue
             if rule.name == "key_assignment" and rule not in redactor.patterns:
-                self.assignment = (rule.hints, regex.compile(rule.regex.pattern))
+                hints = rule.hints
+                self.assignment = (_finder(hints), regex.compile(rule.regex.pattern))
                 continue
             gate = _GATES.get(rule.name, rule.hints) if rule in DEFAULT_PATTERNS else rule.hints
-            if any(space in hint for hint in gate for space in _SPACES):
-                gate = ()
+            if any(space in hint or not hint for hint in gate for space in _SPACES):
+                gate = ()  # every text holds the empty literal
             flags = 0
             for std, alternative in _FLAGS:
                 if rule.regex.flags & std:
                     flags |= alternative
             spanning.append((gate, regex.compile(rule.regex.pattern, flags)))
-        self.spanning = tuple(spanning)
+        # Each gate's literals are found in one pass over the lower-cased text (an Aho-Corasick
+        # automaton), not one search for each.
+        self.spanning = tuple((_finder(gate), rule) for gate, rule in spanning)
         # The words to redact hold one of these literals; each group of them is found by its
         # common prefix (one fast `str.find` loop) and then told apart.
         self.words = _word_groups(anchors)
         # Every literal that sends a text to a rule, lower-cased: a short text (folded) without
         # any of them is released up to its last space as it is. None when a rule is ungated.
         literals = [literal for gate, _ in spanning for literal in gate]
-        literals += self.assignment[0] if self.assignment is not None else ()
+        literals += hints
         literals += (anchor.lower() for _, group in self.words for anchor in group)
         self.quiet = (
             re.compile("|".join(map(re.escape, sorted(set(literals)))))
@@ -258,7 +264,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
     end = len(text)
     limit = end
     spans: Spans = []
-    lowered = fold_case(text)
+    lowered = _utf8(fold_case(text))
     for gate, rule in rules.spanning:
         if _holds_any(lowered, gate):
             tally.read += end
@@ -339,14 +345,25 @@ def _assignments(text: str, rule: regex.Pattern[str], tally: _Tally) -> list[reg
     return found
 
 
-def _holds_any(text: str, literals: tuple[str, ...]) -> bool:
-    """Whether a text holds one of the literals (always, for none: an ungated rule)."""
-    if not literals:
-        return True
-    for literal in literals:  # noqa: SIM110 (no generator: this runs for every piece)
-        if literal in text:
-            return True
-    return False
+_Finder = ahocorasick_rs.BytesAhoCorasick
+
+
+def _finder(literals: tuple[str, ...]) -> _Finder | None:
+    """An automaton finding any of a gate's literals in one pass (None for none: ungated)."""
+    return _Finder([_utf8(literal) for literal in literals]) if literals else None
+
+
+def _utf8(text: str) -> bytes:
+    """A text's UTF-8 bytes (lone surrogates too): a literal is in a text when its bytes are."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _holds_any(text: bytes, finder: _Finder | None) -> bool:
+    """Whether a text holds one of a gate's literals (always, for none: an ungated rule).
+
+    A search that does not overlap its matches finds one whenever any literal is in the text.
+    """
+    return finder is None or bool(finder.find_matches_as_indexes(text))
 
 
 def _positions(text: str, literal: str) -> list[int]:
@@ -413,7 +430,7 @@ def _redact_released(
                 out.append(redactor.redact_text(text[window_start:window_end]))
             window_start = _last_space(text, start, tally)
             out.append(_clean(text[done:window_start]))
-        window_end = max(window_end, stop if stop == len(text) else _next_space(text, stop))
+        window_end = max(window_end, stop)  # a space's position (or the end): the word's end
         done = window_end
     out.append(redactor.redact_text(text[window_start:window_end]))
     out.append(_clean(text[window_end:]))

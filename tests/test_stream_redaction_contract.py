@@ -1,0 +1,81 @@
+"""`StreamRedactor`'s contract, pinned where the broader stream tests leave it loose.
+
+Each test names one behaviour of the public `StreamRedactor` (what it releases, what it holds,
+what its searches read as `scanned` counts it); together they kill the mutants of
+``ownloop/redaction/_stream.py`` that the property tests of ``test_redaction_stream.py`` miss.
+"""
+
+from __future__ import annotations
+
+from ownloop.redaction import Redactor, StreamRedactor
+
+OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
+
+
+def test_each_secret_words_window_reads_back_to_its_own_words_start() -> None:
+    """Two words holding a secret after a bracket: each window reads back to its word's start."""
+    streamed = StreamRedactor(Redactor())
+    text = f"({OPENAI_KEY}) plain words here [{OPENAI_KEY}] "
+    released = streamed.feed(text)
+    assert released == Redactor().redact_text(text)
+    assert OPENAI_KEY not in released
+    # the held text once, no stretch before its final space, then each bracket read back
+    assert streamed.scanned == len(text) + 2
+    assert streamed.held == 0
+
+
+def test_a_lone_surrogate_in_held_text_is_searched_for_the_rules_literals() -> None:
+    """Text holding a lone surrogate is still searched for the rules' literals, and released."""
+    rules = Redactor()
+    text = "note \ud800 password = hunter2hunter2 then more words "
+    streamed = StreamRedactor(rules)
+    released = streamed.feed(text)
+    assert "hunter2" not in released
+    assert released + streamed.end() == rules.redact_text(text)
+
+
+def test_a_url_without_credentials_is_not_read_back_for_its_word() -> None:
+    """A URL word without an ``@`` (in it or in the text) is released without reading its word."""
+    for text in (
+        "see https://example.org/guide now ",
+        "see https://example.org/x mail me@x.org ",
+        "mail me@x.org see https://example.org/x ",
+    ):
+        streamed = StreamRedactor(Redactor())
+        assert streamed.feed(text) == text
+        # the held text once, and nothing read back from "://" to the start of "https"
+        assert streamed.scanned == len(text)
+
+
+def test_a_sign_after_a_leading_space_is_tried_from_the_start() -> None:
+    """A sign right after a leading space: the key=value rule reads the key word after it once."""
+    text = " =password "
+    streamed = StreamRedactor(Redactor())
+    assert streamed.feed(text) == " "
+    assert streamed.held == len(text) - 1
+    # 11 for the held text; at the sign: one try at 0; at the trailing space: 9 read back to the
+    # sign, tries at 1 and 2 (the pending key); then 1 read back for the cut after the space
+    assert streamed.scanned == 11 + 1 + 9 + 2 + 1
+
+
+def test_a_learned_value_with_a_space_a_newline_and_a_tab_is_held_until_whole() -> None:
+    """A learned value holding a space, a newline and a tab is held until it is whole."""
+    value = "one two\nthree\tfour"
+    rules = Redactor().with_values(value)
+    streamed = StreamRedactor(rules)
+    text = f"see {value} after "
+    pieces = [text[at : at + 3] for at in range(0, len(text), 3)]
+    released = [streamed.feed(piece) for piece in pieces]
+    joined = "".join(released) + streamed.end()
+    assert joined == rules.redact_text(text)
+    assert not any("three" in piece or "four" in piece for piece in released)
+
+
+def test_a_learned_value_ending_in_a_space_is_released_redacted_up_to_its_end() -> None:
+    """A value that ends in a space, right before the cut, is released at once, redacted."""
+    rules = Redactor().with_values("pass word ")
+    streamed = StreamRedactor(rules)
+    released = streamed.feed("x pass word more")
+    assert released == rules.redact_text("x pass word ")
+    assert "pass" not in released
+    assert streamed.held == len("more")
