@@ -1,0 +1,183 @@
+"""`ownloop mcp serve`'s contract pinned in this process: run ids, stored tasks, lookups by id.
+
+Fast forms of two slower tests of tests/test_hostile_serve.py (kept there): the repeat under
+another hash seed (a child process) and the approval found among 1,001 pending calls (1,001
+served calls). Here the run id and task of a served call are checked against values derived from
+the documented canonical inputs only (never ``hash()``), and the pending runs are stored directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from typing import Any
+
+import pytest
+
+from ownloop import Actor, Approval, ToolRegistry
+from ownloop.identity import canonical_text, encode
+from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
+from ownloop.policy import Policy, allow_writes
+from ownloop.store import MemoryRunStore
+
+ACTOR = Actor(id="ops-bot", roles=("ops",))
+
+
+def _labeller(ran: list[frozenset[str]]) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def label(labels: frozenset[str]) -> str:
+        """Label a thing.
+
+        Args:
+            labels: The labels.
+        """
+        ran.append(labels)
+        return "labelled"
+
+    @registry.tool(effect="read")
+    def look(thing: str) -> str:
+        """Look at a thing.
+
+        Args:
+            thing: The thing.
+        """
+        return f"saw {thing}"
+
+    return registry
+
+
+def _task(tool: str, arguments: dict[str, Any]) -> str:
+    """The documented task of a served call: the canonical text of what the client sent."""
+    return canonical_text(encode({"tool": tool, "arguments": arguments}))
+
+
+def _digest(actor: Actor | None, text: str) -> str:
+    """The documented derivation: sha256 of the actor's JSON (or nothing), a colon, the text."""
+    who = actor.model_dump_json() if actor is not None else ""
+    return hashlib.sha256(f"{who}:{text}".encode()).hexdigest()[:24]
+
+
+@pytest.mark.parametrize("actor", [ACTOR, None])
+def test_a_keyed_calls_run_and_task_come_from_the_canonical_inputs_alone(
+    actor: Actor | None,
+) -> None:
+    """A keyed call's run id is the actor and key's digest; its task, the canonical call sent."""
+    ran: list[frozenset[str]] = []
+    store = MemoryRunStore()
+    labels = [f"label-{i}" for i in range(12)]
+    key = served_call_key({IDEMPOTENCY_META_KEY: "k-seed"}, "s", 1)
+
+    def server() -> RegistryServer:
+        return RegistryServer(
+            _labeller(ran), store=store, actor=actor, policy=allow_writes("label")
+        )
+
+    async def scenario() -> list[Any]:
+        first = await server().call("label", {"labels": labels}, key=key)
+        again = await server().call("label", {"labels": labels}, key=key)  # another process
+        return [first, again]
+
+    first, again = asyncio.run(scenario())
+    run_id = f"mcp-k-{_digest(actor, 'key:k-seed')}"
+    stored = asyncio.run(store.get(run_id))
+    assert stored is not None
+    assert stored.snapshot.task == _task("label", {"labels": labels})
+    assert (first.is_error, first.content[0].text) == (False, "labelled")  # type: ignore[union-attr]
+    assert (again.is_error, again.content[0].text) == (False, "labelled")  # type: ignore[union-attr]
+    assert ran == [frozenset(labels)]
+    assert [run.run_id for run in asyncio.run(store.list_runs(limit=10))] == [run_id]
+
+
+@pytest.mark.parametrize("actor", [ACTOR, None])
+def test_a_call_without_a_key_is_run_under_its_identitys_digest(actor: Actor | None) -> None:
+    """Without a key, the run id is mcp-<digest of actor and canonical call>-<generation>."""
+    ran: list[frozenset[str]] = []
+    store = MemoryRunStore()
+    server = RegistryServer(_labeller(ran), store=store, actor=actor, policy=allow_writes("label"))
+    arguments = {"labels": ["b", "a", "c"]}
+
+    answer = asyncio.run(server.call("label", arguments))
+    assert answer.content[0].text == "labelled"  # type: ignore[union-attr]
+    task = _task("label", arguments)
+    stored = asyncio.run(store.get(f"mcp-{_digest(actor, task)}-1"))
+    assert stored is not None
+    assert stored.snapshot.task == task
+    assert stored.snapshot.actor == actor
+
+
+@pytest.mark.parametrize("earlier", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 1000])
+def test_the_next_call_follows_the_latest_generation_however_many_there_are(
+    earlier: int,
+) -> None:
+    """With n earlier runs of a read stored, the same read runs as generation n + 1."""
+    store = MemoryRunStore()
+    server = RegistryServer(_labeller([]), store=store)
+    identity = _digest(None, _task("look", {"thing": "x"}))
+
+    async def scenario() -> Any:
+        assert (await server.call("look", {"thing": "x"})).content[0].text == "saw x"  # type: ignore[union-attr]
+        first = await store.get(f"mcp-{identity}-1")
+        assert first is not None
+        for generation in range(2, earlier + 1):
+            run_id = f"mcp-{identity}-{generation}"
+            await store.save(
+                first.snapshot.model_copy(update={"run_id": run_id}), expected_version=None
+            )
+        await server.call("look", {"thing": "x"})
+        return [await store.get(f"mcp-{identity}-{n}") for n in (earlier + 1, earlier + 2)]
+
+    following, beyond = asyncio.run(scenario())
+    assert following is not None
+    assert beyond is None
+
+
+def test_an_approval_is_found_among_a_thousand_other_pending_calls() -> None:
+    """The approved call resumes by its identity with 1,001 other calls paused in the store."""
+    ran: list[dict[str, Any]] = []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def transfer(account: str, amount: int) -> dict[str, object]:
+        """Move money.
+
+        Args:
+            account: The account id.
+            amount: How much.
+        """
+        ran.append({"account": account, "amount": amount})
+        return {"transferred": amount}
+
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+    store = MemoryRunStore()
+    server = RegistryServer(registry, store=store, policy=Policy.from_document(document))
+
+    async def ask(amount: int) -> Any:
+        return await server.call("transfer", {"account": "a1", "amount": amount})
+
+    async def scenario() -> tuple[Any, Any, int]:
+        facts = (await ask(5)).structured_content
+        assert facts is not None
+        assert facts["status"] == "approval_required"
+        paused = await store.get(facts["run_id"])
+        assert paused is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await store.submit_approval(facts["run_id"], approval)
+        for amount in range(100, 1101):  # 1,001 others, each paused under its own identity
+            task = _task("transfer", {"account": "a1", "amount": amount})
+            other = paused.snapshot.model_copy(
+                update={"run_id": f"mcp-{_digest(None, task)}-1", "task": task}
+            )
+            await store.save(other, expected_version=None)
+        count = (await store.run_stats()).runs["paused"]
+        return facts, await ask(5), count
+
+    facts, approved, count = asyncio.run(scenario())
+    assert count == 1002
+    assert approved.structured_content == {"transferred": 5}
+    assert ran == [{"account": "a1", "amount": 5}]
+    again = asyncio.run(ask(5)).structured_content
+    assert again is not None
+    assert again["status"] == "approval_required"
+    assert again["run_id"] == facts["run_id"].rsplit("-", 1)[0] + "-2"
