@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ownloop import Actor, Approval, ToolRegistry
+from ownloop import Actor, Approval, ConfigurationError, ToolRegistry
 from ownloop.identity import canonical_text, encode
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
 from ownloop.policy import Policy, allow_writes
@@ -181,3 +181,111 @@ def test_an_approval_is_found_among_a_thousand_other_pending_calls() -> None:
     assert again is not None
     assert again["status"] == "approval_required"
     assert again["run_id"] == facts["run_id"].rsplit("-", 1)[0] + "-2"
+
+
+def test_a_request_id_that_is_not_json_is_keyed_by_its_text() -> None:
+    """A request id JSON cannot encode is keyed by its string form, within the session."""
+
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque-7"
+
+    assert served_call_key(None, "s", Opaque()) == 'request:s:"opaque-7"'
+    assert served_call_key({}, "s", "7") == 'request:s:"7"'
+
+
+def test_a_server_is_built_over_a_registry_only() -> None:
+    """Anything but a ToolRegistry is refused, naming what was given."""
+    with pytest.raises(ConfigurationError) as refused:
+        RegistryServer(object(), store=MemoryRunStore())  # type: ignore[arg-type]
+    assert str(refused.value) == "expected a ToolRegistry, got object"
+
+
+def test_the_listing_shows_the_offered_tools_with_schemas_and_read_only_hints() -> None:
+    """tools() lists what the actor may call: name, description, schema, read-only for reads."""
+    registry = _labeller([])
+    allowed = RegistryServer(registry, store=MemoryRunStore(), policy=allow_writes("label"))
+    reads_only = RegistryServer(registry, store=MemoryRunStore())
+    specs = {spec.name: spec for spec in registry.specs()}
+    listed = {tool.name: tool for tool in allowed.tools()}
+    assert sorted(listed) == ["label", "look"]
+    for name, tool in listed.items():
+        assert tool.description == specs[name].description
+        assert tool.input_schema == specs[name].parameters
+        assert tool.annotations is not None
+        assert tool.annotations.read_only_hint is (name == "look")
+    assert [tool.name for tool in reads_only.tools()] == ["look"]
+    assert repr(allowed) == "RegistryServer(name='ownloop', tools=['label', 'look'])"
+
+
+def test_an_unknown_tool_is_refused_naming_only_the_offered_ones() -> None:
+    """A tool not offered to this actor is unknown; the answer lists the offered, sorted."""
+    registry = _labeller([])
+    server = RegistryServer(registry, store=MemoryRunStore(), policy=allow_writes("label"))
+    nothing = ToolRegistry()
+
+    @nothing.tool(effect="write")
+    def erase(what: str) -> str:
+        """Erase a thing.
+
+        Args:
+            what: The thing.
+        """
+        return what
+
+    closed = RegistryServer(nothing, store=MemoryRunStore())
+    for name, answer, offered in (
+        ("nope", asyncio.run(server.call("nope", {})), "label, look"),
+        ("erase", asyncio.run(closed.call("erase", {"what": "x"})), "none"),
+    ):
+        assert answer.is_error
+        assert answer.content[0].text == (  # type: ignore[union-attr]
+            f"Unknown tool {name!r}. Available tools: {offered}."
+        )
+        assert answer.structured_content == {"status": "rejected", "code": "unknown_tool"}
+    assert asyncio.run(closed.store.list_runs(limit=10)) == []
+
+
+def test_a_served_calls_run_is_one_proposal_by_the_client_model_then_done() -> None:
+    """The stored run: model mcp-client, budget of one tool call in three steps, output served."""
+    store = MemoryRunStore()
+    server = RegistryServer(_labeller([]), store=store, actor=ACTOR)
+    asyncio.run(server.call("look", {"thing": "x"}))
+    (listed,) = asyncio.run(store.list_runs(limit=10))
+    stored = asyncio.run(store.get(listed.run_id))
+    assert stored is not None
+    snapshot = stored.snapshot
+    assert snapshot.versions.model == "mcp-client"
+    assert (snapshot.limits.max_steps, snapshot.limits.max_tool_calls) == (3, 1)
+    assert snapshot.result is not None
+    assert snapshot.result.status.value == "completed"
+    assert snapshot.result.output == "served"
+    assert snapshot.result.usage.tool_calls == 1
+
+
+def test_a_read_left_running_elsewhere_runs_again_but_a_write_is_unknown() -> None:
+    """A keyless read whose latest run never finished is a new call; such a write is not."""
+    ran: list[frozenset[str]] = []
+    store = MemoryRunStore()
+    server = RegistryServer(_labeller(ran), store=store, policy=allow_writes("label"))
+    calls = {"look": {"thing": "x"}, "label": {"labels": ["a"]}}
+
+    async def scenario() -> dict[str, Any]:
+        answers = {}
+        for tool, arguments in calls.items():
+            await server.call(tool, arguments)
+            run_id = f"mcp-{_digest(None, _task(tool, arguments))}-1"
+            done = await store.get(run_id)
+            assert done is not None
+            crashed = done.snapshot.model_copy(update={"state": "running", "result": None})
+            await store.save(crashed, expected_version=done.version)
+            answers[tool] = (await server.call(tool, arguments), run_id)
+        return answers
+
+    answers = asyncio.run(scenario())
+    read, read_run = answers["look"]
+    assert read.content[0].text == "saw x"
+    assert asyncio.run(store.get(read_run[:-1] + "2")) is not None
+    write, write_run = answers["label"]
+    assert write.structured_content == {"status": "unknown", "run_id": write_run}
+    assert ran == [frozenset({"a"})]
