@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +20,7 @@ from ownloop import Actor, Approval, ConfigurationError, ToolRegistry
 from ownloop.identity import canonical_text, encode
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
 from ownloop.policy import Policy, allow_writes
-from ownloop.store import MemoryRunStore
+from ownloop.store import MemoryRunStore, SqliteRunStore
 
 ACTOR = Actor(id="ops-bot", roles=("ops",))
 
@@ -84,8 +86,8 @@ def test_a_keyed_calls_run_and_task_come_from_the_canonical_inputs_alone(
     stored = asyncio.run(store.get(run_id))
     assert stored is not None
     assert stored.snapshot.task == _task("label", {"labels": labels})
-    assert (first.is_error, first.content[0].text) == (False, "labelled")  # type: ignore[union-attr]
-    assert (again.is_error, again.content[0].text) == (False, "labelled")  # type: ignore[union-attr]
+    assert (first.is_error, first.content[0].text) == (False, "labelled")
+    assert (again.is_error, again.content[0].text) == (False, "labelled")
     assert ran == [frozenset(labels)]
     assert [run.run_id for run in asyncio.run(store.list_runs(limit=10))] == [run_id]
 
@@ -107,7 +109,7 @@ def test_a_call_without_a_key_is_run_under_its_identitys_digest(actor: Actor | N
     assert stored.snapshot.actor == actor
 
 
-@pytest.mark.parametrize("earlier", [1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 100, 1000])
+@pytest.mark.parametrize("earlier", [1, 2, 3, 5, 8, 9, 17, 1000])
 def test_the_next_call_follows_the_latest_generation_however_many_there_are(
     earlier: int,
 ) -> None:
@@ -268,7 +270,7 @@ def test_a_read_left_running_elsewhere_runs_again_but_a_write_is_unknown() -> No
     ran: list[frozenset[str]] = []
     store = MemoryRunStore()
     server = RegistryServer(_labeller(ran), store=store, policy=allow_writes("label"))
-    calls = {"look": {"thing": "x"}, "label": {"labels": ["a"]}}
+    calls: dict[str, dict[str, Any]] = {"look": {"thing": "x"}, "label": {"labels": ["a"]}}
 
     async def scenario() -> dict[str, Any]:
         answers = {}
@@ -289,3 +291,154 @@ def test_a_read_left_running_elsewhere_runs_again_but_a_write_is_unknown() -> No
     write, write_run = answers["label"]
     assert write.structured_content == {"status": "unknown", "run_id": write_run}
     assert ran == [frozenset({"a"})]
+
+
+def _outcomes() -> ToolRegistry:
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def words(n: int) -> list[str]:
+        """Some words.
+
+        Args:
+            n: How many.
+        """
+        return ["é"] * n
+
+    @registry.tool(effect="read")
+    def broken(n: int) -> str:
+        """Always fails.
+
+        Args:
+            n: Ignored.
+        """
+        raise ValueError("broken on purpose")
+
+    @registry.tool(effect="write")
+    def send(n: int) -> str:
+        """Its effect is always lost.
+
+        Args:
+            n: Ignored.
+        """
+        raise OSError("lost")
+
+    @registry.tool(effect="write")
+    def pay(n: int) -> str:
+        """Needs an approval.
+
+        Args:
+            n: Ignored.
+        """
+        return "paid"
+
+    return registry
+
+
+def test_each_outcome_is_answered_with_its_text_and_facts() -> None:
+    """Data, a failed read, an unknown write, a pending approval and a denial, answered exactly."""
+    store = MemoryRunStore()
+    document = {"allowed_writes": ["send", "pay"], "approval_required": ["pay"]}
+    server = RegistryServer(_outcomes(), store=store, policy=Policy.from_document(document))
+
+    def run_id(tool: str) -> str:
+        return f"mcp-{_digest(None, _task(tool, {'n': 2}))}-1"
+
+    async def scenario() -> list[Any]:
+        answers = [await server.call(tool, {"n": 2}) for tool in ("words", "broken", "send", "pay")]
+        facts = answers[-1].structured_content
+        assert facts is not None
+        denial = Approval(request_id=facts["request_id"], approved=False, approver="ops")
+        await store.submit_approval(run_id("pay"), denial)
+        return [*answers, await server.call("pay", {"n": 2})]
+
+    words, broken, send, pay, denied = asyncio.run(scenario())
+    assert (words.is_error, words.content[0].text) == (False, '["é", "é"]')
+    assert words.structured_content is None  # only a dict is structured content
+    assert broken.is_error
+    assert broken.content[0].text == "ValueError: broken on purpose"
+    assert broken.structured_content == {
+        "run_id": run_id("broken"),
+        "status": "completed",
+        "receipt_status": "error",
+        "effect": "none",
+    }
+    assert send.is_error
+    assert send.content[0].text == (
+        f"The outcome of this write is unknown (run {run_id('send')}); it is recorded as a "
+        "pending operation. Do not repeat it."
+    )
+    assert send.structured_content == {
+        "run_id": run_id("send"),
+        "status": "unresolved",
+        "receipt_status": "unknown",
+        "effect": "unknown",
+    }
+    request = pay.structured_content["request_id"]
+    assert pay.is_error
+    assert pay.content[0].text == (
+        f"This call needs an approval: run {run_id('pay')}, request {request} (a person must "
+        f"approve this call). After `ownloop approve {run_id('pay')} {request}`, make the same "
+        "call again to perform it once."
+    )
+    assert pay.structured_content == {
+        "run_id": run_id("pay"),
+        "status": "approval_required",
+        "request_id": request,
+        "reason": "a person must approve this call",
+    }
+    assert denied.is_error
+    assert denied.content[0].text == "The call was not performed: ops denied 'pay': no reason given"
+    assert denied.structured_content == {
+        "run_id": run_id("pay"),
+        "status": "failed",
+        "stop_reason": "approval_denied",
+    }
+
+
+def test_a_call_resumed_in_another_server_is_told_to_try_again(tmp_path: Path) -> None:
+    """While one server performs an approved call, the same call to another is not performed."""
+    release, started, ran = threading.Event(), threading.Event(), []
+    registry = ToolRegistry()
+
+    @registry.tool(effect="write")
+    def pay(n: int) -> str:
+        """Pay, once the test releases it.
+
+        Args:
+            n: How much.
+        """
+        ran.append(n)
+        started.set()
+        if not release.wait(30):
+            raise TimeoutError("the test never released the payment")
+        return "paid"
+
+    document = {"allowed_writes": ["pay"], "approval_required": ["pay"]}
+    here, there = (
+        RegistryServer(
+            registry,
+            store=SqliteRunStore(tmp_path / "runs.db"),
+            policy=Policy.from_document(document),
+        )
+        for _ in range(2)
+    )
+
+    async def scenario() -> list[Any]:
+        facts = (await here.call("pay", {"n": 1})).structured_content
+        assert facts is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await here.store.submit_approval(facts["run_id"], approval)
+        first = asyncio.ensure_future(here.call("pay", {"n": 1}))
+        while not started.is_set():
+            await asyncio.sleep(0.01)
+        other = await there.call("pay", {"n": 1})
+        release.set()
+        return [other, await first]
+
+    other, first = asyncio.run(scenario())
+    assert other.is_error
+    assert other.content[0].text == "this call is being served already; try again shortly"
+    assert other.structured_content is None
+    assert (first.is_error, first.content[0].text) == (False, "paid")
+    assert ran == [1]

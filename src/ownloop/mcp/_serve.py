@@ -185,11 +185,9 @@ class RegistryServer:
         task = canonical_text(encode({"tool": name, "arguments": call.arguments}))
         tool = self.registry.get(name)
         write = tool is not None and tool.spec.effect == "write"
-        try:
-            async with self._deciding:  # calls decide one at a time (a few lookups by id)
-                running = await self._decide(self._call_key(task), task, key, call, write=write)
-        except (RunLeased, StaleCheckpoint):
-            return _error("this call is being served already; try again shortly", {})
+        # Deciding only reads the store; a run held elsewhere is found out by the run itself.
+        async with self._deciding:  # calls decide one at a time (a few lookups by id)
+            running = await self._decide(self._call_key(task), task, key, call, write=write)
         if isinstance(running, types.CallToolResult):
             return running
         future, repeat = running
@@ -209,13 +207,12 @@ class RegistryServer:
         else:
             run_id = self._requests.get(key) if key is not None else None
         stored = await self.store.get(run_id) if run_id is not None else None
-        if run_id is None or (stored is None and run_id not in self._inflight):
+        if run_id is None:  # known only by its identity: the latest such call, or the next
             latest = await self._latest(identity)
-            if run_id is None and latest is not None and _still_open(latest, write=write):
+            if latest is not None and _still_open(latest, write=write):
                 run_id, stored = latest.snapshot.run_id, latest
-            elif run_id is None:
-                generation = _generation(latest) + 1
-                run_id = f"mcp-{identity}-{generation}"
+            else:
+                run_id = f"mcp-{identity}-{_generation(latest) + 1}"
         if run_id not in self._inflight and stored is None:
             checked = self.registry.validate(call)  # a new call: an invalid one gets no run
             if isinstance(checked, ToolRejection):
