@@ -442,3 +442,10 @@ def test_a_call_resumed_in_another_server_is_told_to_try_again(tmp_path: Path) -
     assert other.structured_content is None
     assert (first.is_error, first.content[0].text) == (False, "paid")
     assert ran == [1]
+
+
+def test_a_server_has_its_documented_defaults() -> None:
+    """By default: named ownloop, no actor, repeats wait 30 s, 10,000 requests remembered."""
+    server = RegistryServer(_labeller([]), store=MemoryRunStore())
+    assert (server.name, server.actor) == ("ownloop", None)
+    assert (server.repeat_wait_s, server.remembered_requests) == (30.0, 10_000)
