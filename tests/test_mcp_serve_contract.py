@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import io
+import json
+import os
+import select
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -449,3 +454,51 @@ def test_a_server_has_its_documented_defaults() -> None:
     server = RegistryServer(_labeller([]), store=MemoryRunStore())
     assert (server.name, server.actor) == ("ownloop", None)
     assert (server.repeat_wait_s, server.remembered_requests) == (30.0, 10_000)
+
+
+def test_a_request_replayed_on_its_connection_is_answered_from_its_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same tools/call id sent twice on one stdio connection performs the write once."""
+    ran: list[frozenset[str]] = []
+    server = RegistryServer(_labeller(ran), store=MemoryRunStore(), policy=allow_writes("label"))
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
+    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    serving = threading.Thread(target=server.run_stdio)
+    serving.start()
+    replies = os.fdopen(read_out, "rb")
+    requests = os.fdopen(write_in, "wb")
+
+    def send(message: dict[str, Any]) -> None:
+        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        requests.flush()
+
+    def reply(request_id: int) -> dict[str, Any]:
+        while True:
+            ready, _, _ = select.select([replies], [], [], 30)
+            assert ready, "no reply from the stdio server"
+            message: dict[str, Any] = json.loads(replies.readline())
+            if message.get("id") == request_id:
+                return message
+
+    client = {"name": "test", "version": "1"}
+    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+    send({"id": 1, "method": "initialize", "params": initialize})
+    reply(1)
+    send({"method": "notifications/initialized"})
+    call = {"name": "label", "arguments": {"labels": ["a"]}}
+    answers = []
+    for _ in range(2):
+        send({"id": 3, "method": "tools/call", "params": call})
+        answers.append(reply(3)["result"])
+    requests.close()
+    serving.join(timeout=30)
+    assert not serving.is_alive()
+    for stream in (stdin, stdout, replies):
+        stream.close()
+    assert [answer["content"][0]["text"] for answer in answers] == ["labelled", "labelled"]
+    assert ran == [frozenset({"a"})]

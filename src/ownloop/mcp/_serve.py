@@ -289,9 +289,12 @@ class RegistryServer:
             self._requests.popitem(last=False)
 
     def _session(self, session: Any) -> str:
-        if session not in self._sessions:
-            self._sessions[session] = uuid.uuid4().hex
-        return self._sessions[session]
+        # The SDK builds a ServerSession for each request: what lasts as long as the client's
+        # session is the connection it holds (the SDK offers no public way to reach it).
+        connection = getattr(session, "_connection", session)
+        if connection not in self._sessions:
+            self._sessions[connection] = uuid.uuid4().hex
+        return self._sessions[connection]
 
     def server(self) -> Server[Any]:
         """The MCP SDK's low-level server object for this registry."""
