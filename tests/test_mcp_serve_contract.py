@@ -222,6 +222,11 @@ def test_the_listing_shows_the_offered_tools_with_schemas_and_read_only_hints() 
         assert tool.annotations is not None
         assert tool.annotations.read_only_hint is (name == "look")
     assert [tool.name for tool in reads_only.tools()] == ["look"]
+    roles = Policy.from_document({"allowed_writes": ["label"], "required_roles": {"label": "ops"}})
+    operator = RegistryServer(registry, store=MemoryRunStore(), actor=ACTOR, policy=roles)
+    clerk = RegistryServer(registry, store=MemoryRunStore(), actor=Actor(id="c"), policy=roles)
+    assert [tool.name for tool in operator.tools()] == ["label", "look"]
+    assert [tool.name for tool in clerk.tools()] == ["look"]
     assert repr(allowed) == "RegistryServer(name='ownloop', tools=['label', 'look'])"
 
 
@@ -263,6 +268,8 @@ def test_a_served_calls_run_is_one_proposal_by_the_client_model_then_done() -> N
     assert stored is not None
     snapshot = stored.snapshot
     assert snapshot.versions.model == "mcp-client"
+    responded = [event for event in snapshot.trace if event.kind == "model_responded"]
+    assert [getattr(event, "model", None) for event in responded] == ["mcp-client"] * 2
     assert (snapshot.limits.max_steps, snapshot.limits.max_tool_calls) == (3, 1)
     assert snapshot.result is not None
     assert snapshot.result.status.value == "completed"
