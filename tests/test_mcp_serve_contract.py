@@ -227,6 +227,10 @@ def test_the_listing_shows_the_offered_tools_with_schemas_and_read_only_hints() 
     clerk = RegistryServer(registry, store=MemoryRunStore(), actor=Actor(id="c"), policy=roles)
     assert [tool.name for tool in operator.tools()] == ["label", "look"]
     assert [tool.name for tool in clerk.tools()] == ["look"]
+    done = asyncio.run(operator.call("label", {"labels": ["a"]}))
+    refused = asyncio.run(clerk.call("label", {"labels": ["a"]}))
+    assert (done.is_error, done.content[0].text) == (False, "labelled")
+    assert refused.structured_content == {"status": "rejected", "code": "unknown_tool"}
     assert repr(allowed) == "RegistryServer(name='ownloop', tools=['label', 'look'])"
 
 
