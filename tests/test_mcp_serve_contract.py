@@ -513,3 +513,22 @@ def test_a_request_replayed_on_its_connection_is_answered_from_its_run(
         stream.close()
     assert [answer["content"][0]["text"] for answer in answers] == ["labelled", "labelled"]
     assert ran == [frozenset({"a"})]
+
+
+def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
+    """With room for one request, keyed calls after it leave its replay answered from its run."""
+    ran: list[frozenset[str]] = []
+    server = RegistryServer(
+        _labeller(ran), store=MemoryRunStore(), policy=allow_writes("label"), remembered_requests=1
+    )
+    request = served_call_key(None, "s", 1)
+
+    async def scenario() -> None:
+        await server.call("label", {"labels": ["a"]}, key=request)
+        for name in ("k1", "k2"):
+            keyed = served_call_key({IDEMPOTENCY_META_KEY: name}, "s", 2)
+            await server.call("label", {"labels": [name]}, key=keyed)
+        await server.call("label", {"labels": ["a"]}, key=request)
+
+    asyncio.run(scenario())
+    assert ran == [frozenset({"a"}), frozenset({"k1"}), frozenset({"k2"})]

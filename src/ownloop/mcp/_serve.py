@@ -202,17 +202,21 @@ class RegistryServer:
         for an approval, or (for a write) when it is in flight or its effect is unknown.
         """
         run_id: str | None
-        if key is not None and key.startswith("key:"):
+        if key is None:
+            run_id = None
+        elif key.startswith("key:"):
             run_id = f"mcp-k-{self._call_key(key)}"
         else:
-            run_id = self._requests.get(key) if key is not None else None
-        stored = await self.store.get(run_id) if run_id is not None else None
-        if run_id is None:  # known only by its identity: the latest such call, or the next
+            run_id = self._requests.get(key)
+        stored: StoredRun | None
+        if run_id is not None:
+            stored = await self.store.get(run_id)
+        else:  # known only by its identity: the latest such call, or the next
             latest = await self._latest(identity)
             if latest is not None and _still_open(latest, write=write):
                 run_id, stored = latest.snapshot.run_id, latest
             else:
-                run_id = f"mcp-{identity}-{_generation(latest) + 1}"
+                run_id, stored = f"mcp-{identity}-{_generation(latest) + 1}", None
         if run_id not in self._inflight and stored is None:
             checked = self.registry.validate(call)  # a new call: an invalid one gets no run
             if isinstance(checked, ToolRejection):
@@ -248,7 +252,7 @@ class RegistryServer:
         """Run ``work`` in a task of its own: a client cancelling its request cannot stop it."""
         future: asyncio.Future[RunResult] = asyncio.ensure_future(work)
         self._inflight[run_id] = future
-        future.add_done_callback(lambda _: self._inflight.pop(run_id, None))
+        future.add_done_callback(lambda _: self._inflight.pop(run_id))  # set just above
         return future
 
     async def _await(
