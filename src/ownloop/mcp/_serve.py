@@ -262,9 +262,9 @@ class RegistryServer:
         try:
             result = await asyncio.wait_for(asyncio.shield(running), bound)
         except TimeoutError:
-            return _error("This call is still being performed; ask again later.", {})
+            return _error("This call is still being performed; ask again later.")
         except (RunLeased, StaleCheckpoint):
-            return _error("this call is being served already; try again shortly", {})
+            return _error("this call is being served already; try again shortly")
         return _answer(result)
 
     async def _latest(self, identity: str) -> StoredRun | None:
@@ -381,9 +381,9 @@ def _answer(result: RunResult) -> types.CallToolResult:
     return _error(receipt.message or f"The call failed: {result.detail}", facts)
 
 
-def _error(message: str, facts: dict[str, Any]) -> types.CallToolResult:
+def _error(message: str, facts: dict[str, Any] | None = None) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)],
-        structured_content=facts or None,
+        structured_content=facts,
         is_error=True,
     )
