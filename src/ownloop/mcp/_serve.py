@@ -185,11 +185,9 @@ class RegistryServer:
         task = canonical_text(encode({"tool": name, "arguments": call.arguments}))
         tool = self.registry.get(name)
         write = tool is not None and tool.spec.effect == "write"
-        try:
-            async with self._deciding:  # calls decide one at a time (a few lookups by id)
-                running = await self._decide(self._call_key(task), task, key, call, write=write)
-        except (RunLeased, StaleCheckpoint):
-            return _error("this call is being served already; try again shortly", {})
+        # Deciding only reads the store; a run held elsewhere is found out by the run itself.
+        async with self._deciding:  # calls decide one at a time (a few lookups by id)
+            running = await self._decide(self._call_key(task), task, key, call, write=write)
         if isinstance(running, types.CallToolResult):
             return running
         future, repeat = running
@@ -204,18 +202,21 @@ class RegistryServer:
         for an approval, or (for a write) when it is in flight or its effect is unknown.
         """
         run_id: str | None
-        if key is not None and key.startswith("key:"):
+        if key is None:
+            run_id = None
+        elif key.startswith("key:"):
             run_id = f"mcp-k-{self._call_key(key)}"
         else:
-            run_id = self._requests.get(key) if key is not None else None
-        stored = await self.store.get(run_id) if run_id is not None else None
-        if run_id is None or (stored is None and run_id not in self._inflight):
+            run_id = self._requests.get(key)
+        stored: StoredRun | None
+        if run_id is not None:
+            stored = await self.store.get(run_id)
+        else:  # known only by its identity: the latest such call, or the next
             latest = await self._latest(identity)
-            if run_id is None and latest is not None and _still_open(latest, write=write):
+            if latest is not None and _still_open(latest, write=write):
                 run_id, stored = latest.snapshot.run_id, latest
-            elif run_id is None:
-                generation = _generation(latest) + 1
-                run_id = f"mcp-{identity}-{generation}"
+            else:
+                run_id, stored = f"mcp-{identity}-{_generation(latest) + 1}", None
         if run_id not in self._inflight and stored is None:
             checked = self.registry.validate(call)  # a new call: an invalid one gets no run
             if isinstance(checked, ToolRejection):
@@ -251,7 +252,7 @@ class RegistryServer:
         """Run ``work`` in a task of its own: a client cancelling its request cannot stop it."""
         future: asyncio.Future[RunResult] = asyncio.ensure_future(work)
         self._inflight[run_id] = future
-        future.add_done_callback(lambda _: self._inflight.pop(run_id, None))
+        future.add_done_callback(lambda _: self._inflight.pop(run_id))  # set just above
         return future
 
     async def _await(
@@ -261,9 +262,9 @@ class RegistryServer:
         try:
             result = await asyncio.wait_for(asyncio.shield(running), bound)
         except TimeoutError:
-            return _error("This call is still being performed; ask again later.", {})
+            return _error("This call is still being performed; ask again later.")
         except (RunLeased, StaleCheckpoint):
-            return _error("this call is being served already; try again shortly", {})
+            return _error("this call is being served already; try again shortly")
         return _answer(result)
 
     async def _latest(self, identity: str) -> StoredRun | None:
@@ -292,9 +293,12 @@ class RegistryServer:
             self._requests.popitem(last=False)
 
     def _session(self, session: Any) -> str:
-        if session not in self._sessions:
-            self._sessions[session] = uuid.uuid4().hex
-        return self._sessions[session]
+        # The SDK builds a ServerSession for each request: what lasts as long as the client's
+        # session is the connection it holds (the SDK offers no public way to reach it).
+        connection = getattr(session, "_connection", session)
+        if connection not in self._sessions:
+            self._sessions[connection] = uuid.uuid4().hex
+        return self._sessions[connection]
 
     def server(self) -> Server[Any]:
         """The MCP SDK's low-level server object for this registry."""
@@ -377,9 +381,9 @@ def _answer(result: RunResult) -> types.CallToolResult:
     return _error(receipt.message or f"The call failed: {result.detail}", facts)
 
 
-def _error(message: str, facts: dict[str, Any]) -> types.CallToolResult:
+def _error(message: str, facts: dict[str, Any] | None = None) -> types.CallToolResult:
     return types.CallToolResult(
         content=[types.TextContent(type="text", text=message)],
-        structured_content=facts or None,
+        structured_content=facts,
         is_error=True,
     )
