@@ -16,6 +16,7 @@ from ownloop import ConfigurationError
 from ownloop.redaction import (
     Bounds,
     Redactor,
+    SecretPattern,
     bound_value,
     cut_text,
     redact_marker,
@@ -108,20 +109,26 @@ def test_every_github_token_prefix_is_recognised(prefix: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("bound", "lowest", "highest"),
-    [("max_string", 40, None), ("max_items", 2, None), ("max_depth", 1, 100)],
+    ("bound", "lowest", "highest", "message"),
+    [
+        ("max_string", 40, None, "Bounds.max_string must be >= 40"),
+        ("max_items", 2, None, "Bounds.max_items must be >= 2"),
+        ("max_depth", 1, 100, "Bounds.max_depth must be between 1 and 100"),
+    ],
 )
-def test_bounds_accept_exactly_their_range(bound: str, lowest: int, highest: int | None) -> None:
-    """Each bound accepts its lowest (and highest) value, refuses one past it and a non-integer."""
+def test_bounds_accept_exactly_their_range(
+    bound: str, lowest: int, highest: int | None, message: str
+) -> None:
+    """Each bound accepts its lowest (and highest) value and refuses one past it or a fraction."""
     assert getattr(Bounds(**{bound: lowest}), bound) == lowest
-    with pytest.raises(ConfigurationError, match=f"Bounds.{bound} must be"):
-        Bounds(**{bound: lowest - 1})
-    with pytest.raises(ConfigurationError, match=f"Bounds.{bound} must be"):
-        Bounds(**{bound: lowest + 0.5})
+    refused: list[float] = [lowest - 1, lowest + 0.5]
     if highest is not None:
         assert getattr(Bounds(**{bound: highest}), bound) == highest
-        with pytest.raises(ConfigurationError, match=f"Bounds.{bound} must be"):
-            Bounds(**{bound: highest + 1})
+        refused.append(highest + 1)
+    for value in refused:
+        with pytest.raises(ConfigurationError) as error:
+            Bounds(**{bound: value})
+        assert str(error.value) == message
 
 
 def test_with_less_room_than_its_marker_a_cut_string_is_the_marker_alone() -> None:
@@ -178,3 +185,18 @@ def test_a_mapping_with_a_cut_key_or_value_or_a_non_string_key_is_a_copy() -> No
     assert by_value == {"a": long}
     by_number = {1: "a"}
     assert bound_value(by_number, bounds) == {"1": "a"}
+
+
+def test_distinct_bounds_and_patterns_hash_apart() -> None:
+    """Bounds and patterns that differ hash differently, so sets and caches of them stay fast."""
+    assert len({hash(Bounds(max_items=items)) for items in range(2, 50)}) == 48
+    patterns = {hash(SecretPattern(f"p{index}", rf"P{index}-\d+")) for index in range(48)}
+    assert len(patterns) == 48
+
+
+def test_a_compiled_pattern_is_used_as_it_is() -> None:
+    """A compiled regex given as a pattern keeps its flags (here: ignoring case)."""
+    compiled = re.compile(r"emp-\d{4}", re.IGNORECASE)
+    assert Redactor(patterns=[compiled]).redact_text("id EMP-1234") == (
+        f"id {redact_marker('EMP-1234')}"
+    )

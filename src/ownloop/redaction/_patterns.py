@@ -257,7 +257,7 @@ def as_pattern(pattern: PatternLike) -> SecretPattern:
     if isinstance(pattern, SecretPattern):
         return pattern
     try:
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        compiled = re.compile(pattern)  # a compiled regex comes back as it is
     except re.error as error:
         raise ConfigurationError(
             f"redaction pattern {pattern!r} does not compile: {error}"
