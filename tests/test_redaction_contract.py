@@ -7,6 +7,7 @@ the built-in rules (`DEFAULT_KEYS`, `DEFAULT_PATTERNS`, `SecretPattern`), throug
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 
@@ -34,6 +35,13 @@ class Unprintable:
 
     def __repr__(self) -> str:
         return "\ud800"
+
+
+def test_a_marker_is_the_sha256_of_the_values_json_cut_to_8_digits() -> None:
+    """The documented digest: whoever holds a value can recompute its marker from its JSON."""
+    for value, text in (("hunter2", '"hunter2"'), ({"b": 1, "a": [2]}, '{"a": [2], "b": 1}')):
+        digest = hashlib.sha256(text.encode()).hexdigest()[:8]
+        assert redact_marker(value) == f"[redacted:{digest}]"
 
 
 def test_equal_mappings_get_one_marker_whatever_their_key_order() -> None:
@@ -185,6 +193,8 @@ def test_a_mapping_with_a_cut_key_or_value_or_a_non_string_key_is_a_copy() -> No
     assert by_value == {"a": long}
     by_number = {1: "a"}
     assert bound_value(by_number, bounds) == {"1": "a"}
+    at = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+    assert bound_value({at: 1}, bounds) == {"2026-12-02 00:00:00+00:00": 1}  # str, not repr
 
 
 def test_distinct_bounds_and_patterns_hash_apart() -> None:
@@ -199,4 +209,51 @@ def test_a_compiled_pattern_is_used_as_it_is() -> None:
     compiled = re.compile(r"emp-\d{4}", re.IGNORECASE)
     assert Redactor(patterns=[compiled]).redact_text("id EMP-1234") == (
         f"id {redact_marker('EMP-1234')}"
+    )
+
+
+def test_values_json_cannot_encode_still_get_markers_of_their_own() -> None:
+    """Different cyclic or mixed-key values get different markers (their repr is digested)."""
+    first: list[object] = [1]
+    first.append(first)
+    second: list[object] = [2]
+    second.append(second)
+    assert redact_marker(first) != redact_marker(second)
+    assert redact_marker({1: "a", "b": 2}) != redact_marker({1: "a", "b": 3})
+
+
+def test_json_arguments_with_nothing_sensitive_are_returned_as_written() -> None:
+    """Argument text without a sensitive key is the same text, however it is spaced."""
+    for text in ('{"user":"bob"}', '["pin",1]', '"pin"', "42"):
+        assert redact_sensitive(text, {"pin"}) == text
+    assert json.loads(redact_sensitive('{"pin":"1","user":"bob"}', {"pin"})) == {
+        "pin": redact_marker("1"),
+        "user": "bob",
+    }
+
+
+def test_patterns_compare_only_with_patterns() -> None:
+    """A secret pattern is never equal to another kind of value, even its own regex text."""
+    pattern = SecretPattern("ticket", r"T-\d+")
+    assert (pattern == r"T-\d+") is False
+    assert (pattern != object()) is True
+
+
+def test_a_regex_that_does_not_compile_is_refused_with_its_error() -> None:
+    """A pattern given as broken regex text is a configuration error that quotes it and why."""
+    with pytest.raises(ConfigurationError) as error:
+        Redactor(patterns=["(unclosed"])
+    assert str(error.value) == (
+        "redaction pattern '(unclosed' does not compile: "
+        "missing ), unterminated subpattern at position 0"
+    )
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "basic", "TOKEN"])
+def test_an_assigned_credential_with_its_scheme_hides_the_credential(scheme: str) -> None:
+    """``authorization: Basic <credential>`` hides the credential together with its scheme."""
+    text = f"authorization: {scheme} dXNlcjpwYXNz"
+    assert "dXNlcjpwYXNz" not in Redactor().redact_text(text)
+    assert Redactor().redact_text(text) == (
+        f"authorization: {redact_marker(f'{scheme} dXNlcjpwYXNz')}"
     )
