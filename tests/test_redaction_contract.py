@@ -207,6 +207,7 @@ def test_distinct_bounds_and_patterns_hash_apart() -> None:
 def test_a_compiled_pattern_is_used_as_it_is() -> None:
     """A compiled regex given as a pattern keeps its flags (here: ignoring case)."""
     compiled = re.compile(r"emp-\d{4}", re.IGNORECASE)
+    assert SecretPattern("employee", compiled).regex is compiled
     assert Redactor(patterns=[compiled]).redact_text("id EMP-1234") == (
         f"id {redact_marker('EMP-1234')}"
     )

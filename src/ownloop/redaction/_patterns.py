@@ -119,7 +119,7 @@ class SecretPattern:
 
     def __init__(self, name: str, regex: str | re.Pattern[str], hints: Iterable[str] = ()) -> None:
         self.name = name
-        self.regex = re.compile(regex) if isinstance(regex, str) else regex
+        self.regex = re.compile(regex)  # a compiled regex comes back as it is
         self.hints = tuple(hint.lower() for hint in hints)
 
     def may_match(self, lowered: str) -> bool:
