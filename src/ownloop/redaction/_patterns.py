@@ -209,7 +209,9 @@ def assignment_pattern(keys: Iterable[tuple[str, ...]]) -> SecretPattern:
     Returns:
         A pattern whose ``secret`` group is the assigned value.
     """
-    words = sorted({key for key in keys if key}, key=lambda key: (-len(key), key))
+    # sorted, so the regex is the same text in every process; the alternatives' order does not
+    # matter, as a key's words are [a-z0-9]+ and only a sign, a quote or a space may follow one
+    words = sorted({key for key in keys if key})
     names = "|".join("[_-]?".join(re.escape(word) for word in key) for key in words)
     quote = r"(?:\\?[\"'])?"
     regex = (
