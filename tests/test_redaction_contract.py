@@ -258,3 +258,32 @@ def test_an_assigned_credential_with_its_scheme_hides_the_credential(scheme: str
     assert Redactor().redact_text(text) == (
         f"authorization: {redact_marker(f'{scheme} dXNlcjpwYXNz')}"
     )
+
+
+class Holder:
+    """A value that is not JSON, with a long repr."""
+
+    def __repr__(self) -> str:
+        return "Holder(" + "x" * 60 + ")"
+
+
+class BrokenRepr:
+    """A value whose repr raises."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def test_any_other_value_is_bounded_as_its_repr() -> None:
+    """A value that is not JSON becomes its repr, cut to max_string; a broken repr its type."""
+    assert bound_value(Holder(), Bounds(max_string=40)) == cut_text(repr(Holder()), 40)
+    assert bound_value([Holder()]) == [repr(Holder())]
+    assert bound_value(BrokenRepr()) == "<BrokenRepr>"
+
+
+def test_nested_lists_stop_exactly_at_the_depth_bound() -> None:
+    """Lists nest max_depth levels; the next level is the too-deep marker."""
+    bounds = Bounds(max_depth=2)
+    kept = [[1]]
+    assert bound_value(kept, bounds) is kept
+    assert bound_value([[[1]]], bounds) == [["…[too deep, truncated]"]]
