@@ -287,3 +287,24 @@ def test_nested_lists_stop_exactly_at_the_depth_bound() -> None:
     kept = [[1]]
     assert bound_value(kept, bounds) is kept
     assert bound_value([[[1]]], bounds) == [["…[too deep, truncated]"]]
+
+
+class Name(str):
+    """A str subclass used as a mapping key."""
+
+    __slots__ = ()
+
+
+def test_a_mapping_of_exactly_max_items_with_a_cut_value_keeps_every_key() -> None:
+    """Cutting a value of a full mapping drops no entry, and a str subclass key is kept as it is."""
+    bounds = Bounds(max_string=40, max_items=3)
+    full = {"a": "x" * 60, "b": 2, "c": 3}
+    assert bound_value(full, bounds) == {"a": cut_text("x" * 60, 40), "b": 2, "c": 3}
+    named = {Name("a"): 1}
+    assert bound_value(named, bounds) is named
+
+
+def test_argument_text_that_does_not_parse_is_marked_as_itself() -> None:
+    """Broken argument text is replaced by its own marker, so two different texts differ."""
+    assert redact_sensitive('{"pin": "1"', {"pin"}) == redact_marker('{"pin": "1"')
+    assert redact_sensitive('{"pin": "2"', {"pin"}) != redact_sensitive('{"pin": "1"', {"pin"})
