@@ -466,6 +466,30 @@ def test_the_deadline_warns_as_the_clock_runs_down() -> None:
     assert events[-1].result.status is RunStatus.COMPLETED
 
 
+def test_the_deadline_warning_comes_at_the_event_that_passed_it() -> None:
+    """A tool that uses most of the deadline is warned of right after it ends, not a step later."""
+    clock = FakeClock()
+    registry = ToolRegistry()
+
+    @registry.tool(effect="read")
+    def slow(topic: str) -> str:
+        """Take a while.
+
+        Args:
+            topic: What.
+        """
+        clock.advance(9)
+        return topic
+
+    model = ScriptedModel([tool_call("slow", "t1", topic="a"), final("ok")])
+    agent = Agent(model, registry, clock=clock, limits=Limits(deadline_s=10))
+    events = asyncio.run(collect(agent, "go"))
+    kinds = [event.kind for event in events]
+    at = kinds.index("budget_warning")
+    assert kinds[at - 1] == "tool_finished"
+    assert events[at].used == 9
+
+
 def test_a_learned_sensitive_value_with_spaces_never_streams_in_part() -> None:
     """A `Sensitive()` argument with spaces, repeated by the model in pieces, leaves as a marker."""
     registry = ToolRegistry()

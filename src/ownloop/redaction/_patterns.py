@@ -119,7 +119,7 @@ class SecretPattern:
 
     def __init__(self, name: str, regex: str | re.Pattern[str], hints: Iterable[str] = ()) -> None:
         self.name = name
-        self.regex = re.compile(regex) if isinstance(regex, str) else regex
+        self.regex = re.compile(regex)  # a compiled regex comes back as it is
         self.hints = tuple(hint.lower() for hint in hints)
 
     def may_match(self, lowered: str) -> bool:
@@ -209,7 +209,9 @@ def assignment_pattern(keys: Iterable[tuple[str, ...]]) -> SecretPattern:
     Returns:
         A pattern whose ``secret`` group is the assigned value.
     """
-    words = sorted({key for key in keys if key}, key=lambda key: (-len(key), key))
+    # sorted, so the regex is the same text in every process; the alternatives' order does not
+    # matter, as a key's words are [a-z0-9]+ and only a sign, a quote or a space may follow one
+    words = sorted({key for key in keys if key})
     names = "|".join("[_-]?".join(re.escape(word) for word in key) for key in words)
     quote = r"(?:\\?[\"'])?"
     regex = (
@@ -257,7 +259,7 @@ def as_pattern(pattern: PatternLike) -> SecretPattern:
     if isinstance(pattern, SecretPattern):
         return pattern
     try:
-        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
+        compiled = re.compile(pattern)  # a compiled regex comes back as it is
     except re.error as error:
         raise ConfigurationError(
             f"redaction pattern {pattern!r} does not compile: {error}"

@@ -76,7 +76,10 @@ class _BudgetWatch:
         self._warned: set[str] = set()
 
     def see(self, event: TraceEvent) -> list[tuple[str, str, float, float]]:
-        """Count one event; return the budgets that just passed the threshold."""
+        """Count one event; return the budgets that just passed the threshold.
+
+        The deadline is measured at every event, as `budget_use` measures it in a stored trace.
+        """
         used = self._used
         if self._first is None:
             self._first = event.at
@@ -90,8 +93,6 @@ class _BudgetWatch:
                 used["max_tool_calls"] += 1
             case ToolStarted():
                 used["max_tool_attempts"] += 1
-            case _:
-                return []
         used["deadline_s"] = (event.at - self._first).total_seconds()
         return self._crossed()
 
