@@ -1,0 +1,147 @@
+"""The MCP conversion's contract: what the model is shown, what is checked, and what is sent.
+
+Through the public entry points: `ownloop.mcp` toolsets over the in-process hostile server, and
+the conversion of one listed tool (``build_tool``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import types
+
+from ownloop import Agent, ToolCall, ToolDefinitionError
+from ownloop.mcp import InProcessServer, MCPToolset, StdioServer
+from ownloop.mcp._convert import build_tool
+from ownloop.policy import allow_writes
+from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import ExternalTool, ToolContext, ValidatedCall
+from tests.mcp_hostile import Hostile, tool
+
+
+async def _never(arguments: dict[str, Any], context: ToolContext) -> Any:
+    raise AssertionError("not called in these tests")
+
+
+def _build(schema: dict[str, Any], **options: Any) -> ExternalTool:
+    listed = types.Tool(name="t", input_schema=schema)
+    return build_tool(listed, StdioServer(name="s", command="x", **options), _never)
+
+
+def _sent(built: ExternalTool, arguments: dict[str, Any]) -> dict[str, Any]:
+    validated = built.validate(ToolCall(id="c", name="t", arguments=arguments))
+    assert isinstance(validated, ValidatedCall), validated
+    return dict(validated.arguments)
+
+
+def _chain(hops: int, last: dict[str, Any]) -> dict[str, Any]:
+    """An object whose optional ``p`` reaches ``last`` through ``hops`` local references."""
+    defs: dict[str, Any] = {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(hops - 1)}
+    defs[f"d{hops - 1}"] = last
+    return {"type": "object", "properties": {"p": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+
+NULLABLE = {"type": ["string", "null"]}
+
+
+def test_an_optional_ref_to_a_nullable_definition_keeps_absent_apart_from_null() -> None:
+    """A $ref to a definition admitting null: an omitted field is not sent, a null one is."""
+    schema = {
+        "type": "object",
+        "properties": {"phone": {"type": "string"}, "email": {"$ref": "#/$defs/Email"}},
+        "required": ["phone"],
+        "$defs": {"Email": NULLABLE},
+    }
+    hostile = Hostile(tool("update_contact", schema))
+    server = InProcessServer(
+        name="hostile", server=hostile.server(), effects={"update_contact": "write"}
+    )
+    with MCPToolset(server) as tools:
+        (spec,) = tools.specs()
+        assert not spec.strict
+        assert spec.parameters["required"] == ["phone"]
+        model = ScriptedModel(
+            [
+                tool_call("update_contact", phone="1"),
+                tool_call("update_contact", phone="2", email=None),
+                final("ok"),
+            ]
+        )
+        Agent(model, tools, policy=allow_writes("update_contact")).run_sync("update")
+    assert [arguments for _, arguments, _ in hostile.calls] == [
+        {"phone": "1"},
+        {"phone": "2", "email": None},
+    ]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        NULLABLE,
+        {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/null"}]},
+        {"oneOf": [{"type": "integer"}, {}]},
+        {"enum": ["a", None]},
+        {"const": None},
+    ],
+)
+def test_references_are_followed_to_a_null_however_it_is_said(last: dict[str, Any]) -> None:
+    """Through references and branches, a definition that admits null keeps the field absent."""
+    schema = _chain(2, last)
+    schema["$defs"]["null"] = {"type": "null"}
+    built = _build(schema)
+    assert not built.spec.strict
+    assert _sent(built, {}) == {}
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        {"type": "string"},
+        {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/s"}]},
+        {"enum": ["a"]},
+        {"const": "a"},
+    ],
+)
+def test_references_to_definitions_without_null_are_offered_strict(last: dict[str, Any]) -> None:
+    """An optional $ref to a definition that refuses null becomes required-but-nullable."""
+    schema = _chain(2, last)
+    schema["$defs"]["s"] = {"type": "integer"}
+    built = _build(schema, max_schema_depth=16)
+    assert built.spec.strict
+    assert built.spec.parameters["required"] == ["p"]
+    assert _sent(built, {"p": None}) == {}
+
+
+def test_references_are_followed_as_far_as_max_schema_depth() -> None:
+    """References spend max_schema_depth; a chain that runs out keeps the server's schema."""
+    assert _build(_chain(3, {"type": "string"}), max_schema_depth=4).spec.strict
+    assert not _build(_chain(4, {"type": "string"}), max_schema_depth=4).spec.strict
+    assert _build(_chain(4, {"type": "string"}), max_schema_depth=5).spec.strict
+    cycle = {"type": "object", "properties": {"p": {"$ref": "#/$defs/a"}}}
+    cycle["$defs"] = {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}
+    assert not _build(cycle).spec.strict  # refused by strict mode, and no endless loop
+
+
+def test_branches_spend_the_depth_too() -> None:
+    """Each anyOf entered spends one of max_schema_depth, as each reference does."""
+
+    def branching(hops: int) -> dict[str, Any]:
+        defs: dict[str, Any] = {
+            f"d{i}": {"anyOf": [{"$ref": f"#/$defs/d{i + 1}"}, {"type": "integer"}]}
+            for i in range(hops)
+        }
+        defs[f"d{hops}"] = {"type": "string"}
+        return {"type": "object", "properties": {"p": {"$ref": "#/$defs/d0"}}, "$defs": defs}
+
+    assert _build(branching(2), max_schema_depth=6).spec.strict
+    assert not _build(branching(3), max_schema_depth=6).spec.strict
+
+
+def test_a_reference_to_nothing_says_nothing_and_defs_that_are_not_a_map_are_refused() -> None:
+    """An unresolved $ref admits no null by itself; a non-object $defs is an invalid schema."""
+    missing = {"type": "object", "properties": {"p": {"$ref": "#/$defs/gone"}}}
+    assert not _build(missing).spec.strict  # strict mode refuses it; the server's schema stays
+    broken = {"type": "object", "properties": {"p": {"$ref": "#/$defs/x"}}, "$defs": 5}
+    with pytest.raises(ToolDefinitionError, match="invalid"):
+        _build(broken)
