@@ -145,3 +145,97 @@ def test_a_reference_to_nothing_says_nothing_and_defs_that_are_not_a_map_are_ref
     broken = {"type": "object", "properties": {"p": {"$ref": "#/$defs/x"}}, "$defs": 5}
     with pytest.raises(ToolDefinitionError, match="invalid"):
         _build(broken)
+
+
+def test_a_listing_without_type_or_properties_is_an_empty_closed_object() -> None:
+    """An inputSchema of {} is offered as an object with no property, strict and closed."""
+    built = _build({})
+    assert built.spec.strict
+    assert built.spec.parameters == {
+        "type": "object",
+        "properties": {},
+        "required": [],
+        "additionalProperties": False,
+    }
+    assert built.parameter_names == ()
+    typed_only = _build({"properties": {"a": {"type": "string"}}, "required": ["a"]})
+    assert typed_only.spec.parameters["type"] == "object"
+    assert typed_only.parameter_names == ("a",)
+
+
+def test_the_spec_carries_the_records_choices() -> None:
+    """Name prefix, description (else title, cut at 4096), approval and timeout come through."""
+    record = StdioServer(
+        name="s", command="x", prefix="p_", approval_required=["t"], call_timeout_s=7.5
+    )
+    listed = types.Tool(name="t", title="Title", description="d" * 5000, input_schema={})
+    spec = build_tool(listed, record, _never).spec
+    assert (spec.name, spec.description, spec.requires_approval, spec.timeout_s) == (
+        "p_t",
+        "d" * 4096,
+        True,
+        7.5,
+    )
+    titled = types.Tool(name="u", title="Title", input_schema={})
+    assert build_tool(titled, record, _never).spec.description == "Title"
+    assert not build_tool(titled, record, _never).spec.requires_approval
+    bare = types.Tool(name="u", input_schema={})
+    assert build_tool(bare, record, _never).spec.description == ""
+
+
+def test_a_name_that_cannot_be_a_tool_name_is_refused_with_both_names() -> None:
+    """The prefixed name must be a valid tool name; the refusal names the server's and ours."""
+    record = StdioServer(name="s", command="x", prefix="p_")
+    listed = types.Tool(name="has space", input_schema={})
+    with pytest.raises(
+        ToolDefinitionError, match=r"^cannot take MCP tool 'has space' as 'p_has space': "
+    ):
+        build_tool(listed, record, _never)
+
+
+def test_the_idempotency_argument_is_hidden_from_the_model_and_makes_the_call_idempotent() -> None:
+    """A declared key property is filled by the runtime: not shown, not required, idempotent."""
+    schema = {
+        "type": "object",
+        "properties": {"q": {"type": "string"}, "key": {"type": "string"}},
+        "required": ["q", "key"],
+    }
+    keyed = _build(schema, idempotency_argument="key")
+    assert keyed.spec.idempotent
+    assert keyed.spec.parameters["required"] == ["q"]
+    assert list(keyed.spec.parameters["properties"]) == ["q"]
+    assert keyed.parameter_names == ("q",)
+    plain = _build(schema, idempotency_argument=None)
+    assert not plain.spec.idempotent
+    assert plain.parameter_names == ("q", "key")
+    other = _build(schema, idempotency_argument="token")
+    assert not other.spec.idempotent
+    assert other.spec.parameters["required"] == ["q", "key"]
+
+
+def test_a_new_listing_never_relaxes_the_spec_offered_before() -> None:
+    """Against a floor, a write stays a write and a call not idempotent stays so; else it may."""
+    record = StdioServer(name="s", command="x", trust_annotations=True)
+    hints = types.ToolAnnotations(read_only_hint=True, idempotent_hint=True)
+    listed = types.Tool(name="t", input_schema={}, annotations=hints)
+    first = build_tool(listed, record, _never).spec
+    assert (first.effect, first.idempotent) == ("read", True)
+    strict_floor = first.model_copy(update={"effect": "write", "idempotent": False})
+    held = build_tool(listed, record, _never, floor=strict_floor).spec
+    assert (held.effect, held.idempotent) == ("write", False)
+    again = build_tool(listed, record, _never, floor=first).spec
+    assert (again.effect, again.idempotent) == ("read", True)
+    unhinted = types.Tool(name="t", input_schema={})
+    lowered = build_tool(unhinted, record, _never, floor=first).spec
+    assert (lowered.effect, lowered.idempotent) == ("write", False)
+
+
+def test_a_reconcile_lookup_is_kept_for_a_write_tool() -> None:
+    """The record's lookup for a write tool is the tool's reconcile; other tools have none."""
+
+    def lookup(arguments: Any, context: Any) -> None:
+        return None
+
+    record = StdioServer(name="s", command="x", reconcile={"t": lookup})
+    assert build_tool(types.Tool(name="t", input_schema={}), record, _never).reconcile is lookup
+    assert build_tool(types.Tool(name="u", input_schema={}), record, _never).reconcile is None
