@@ -239,3 +239,27 @@ def test_a_reconcile_lookup_is_kept_for_a_write_tool() -> None:
     record = StdioServer(name="s", command="x", reconcile={"t": lookup})
     assert build_tool(types.Tool(name="t", input_schema={}), record, _never).reconcile is lookup
     assert build_tool(types.Tool(name="u", input_schema={}), record, _never).reconcile is None
+
+
+@pytest.mark.parametrize(
+    ("optional", "strict"),
+    [
+        ({"type": ["string", "integer"]}, True),
+        ({"type": "null"}, False),
+        ({"allOf": [NULLABLE]}, False),
+        ({"allOf": [{"type": "string"}]}, True),
+        ({"oneOf": [{"type": "string"}, {"$ref": "#/$defs/null"}]}, False),
+        ({"anyOf": [True, {"type": "string"}]}, False),
+        (True, False),
+    ],
+)
+def test_what_admits_null_decides_the_form(optional: Any, strict: bool) -> None:
+    """Type lists, allOf, oneOf references and boolean schemas: null decides strict or not."""
+    schema = {
+        "type": "object",
+        "properties": {"p": optional, "q": {"type": "string"}},
+        "$defs": {"null": {"type": "null"}},
+    }
+    built = _build(schema)
+    assert built.spec.strict is strict
+    assert _sent(built, {"q": "x"}) == {"q": "x"}

@@ -214,25 +214,26 @@ def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
     if isinstance(properties, dict):
         required = set(schema.get("required", ()))
         for name, child in properties.items():
-            taken = isinstance(child, dict) and _admits_null(child, defs, limit, untyped=False)
-            if name not in required and taken:
+            if name not in required and _admits_null(child, defs, limit):
                 return True
     return any(_keeps_absent(value, defs, limit) for value in schema.values())
 
 
-def _admits_null(node: dict[str, Any], defs: dict[str, Any], limit: int, *, untyped: bool) -> bool:  # noqa: PLR0911 - one per keyword
-    """Whether a property's schema says it takes ``null``, following local ``$ref``s.
+def _admits_null(node: Any, defs: dict[str, Any], limit: int) -> bool:  # noqa: PLR0911
+    """Whether a property's schema takes ``null``, following local ``$ref``s and branches.
 
-    An untyped schema takes anything, but as a property it says nothing (``untyped``). Each
-    ``$ref`` followed and each ``anyOf``/``oneOf`` entered spends one of ``limit``
-    (``max_schema_depth``): a schema that runs out (a cycle of references) is taken as
-    admitting null, which only keeps the server's own schema (``strict=False``).
+    Each ``$ref`` followed and each branch entered spends one of ``limit`` (``max_schema_depth``):
+    a schema that runs out (a cycle of references) is taken as admitting null, which only keeps
+    the server's own schema (``strict=False``). A schema of any type says no: strict mode refuses
+    it anyway. The boolean schema ``true`` takes anything, ``false`` nothing.
     """
+    if not isinstance(node, dict):
+        return node is True
     if limit <= 0:
         return True
     target = resolve_ref(node, defs)
     if target is not node:
-        return _admits_null(target, defs, limit - 1, untyped=untyped)
+        return _admits_null(target, defs, limit - 1)
     kind = node.get("type")
     if kind == "null" or (isinstance(kind, list) and "null" in kind):
         return True
@@ -240,13 +241,11 @@ def _admits_null(node: dict[str, Any], defs: dict[str, Any], limit: int, *, unty
         return node["const"] is None
     if "enum" in node:
         return None in node["enum"]
-    branches = node.get("anyOf", node.get("oneOf"))
-    if isinstance(branches, list):
-        for branch in branches:
-            if isinstance(branch, dict) and _admits_null(branch, defs, limit - 1, untyped=True):
-                return True
-        return False
-    return untyped and not any(key in node for key in ("type", "$ref", "allOf"))
+    for key, wanted in (("anyOf", any), ("oneOf", any), ("allOf", all)):
+        branches = node.get(key)
+        if isinstance(branches, list):
+            return wanted(_admits_null(branch, defs, limit - 1) for branch in branches)
+    return False
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
