@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-from ownloop import Agent, ToolCall, ToolDefinitionError
+from ownloop import Agent, ConfigurationError, ToolCall, ToolDefinitionError
 from ownloop.mcp import InProcessServer, MCPToolset, StdioServer
 from ownloop.mcp._convert import build_tool
 from ownloop.policy import allow_writes
@@ -263,3 +263,26 @@ def test_what_admits_null_decides_the_form(optional: Any, strict: bool) -> None:
     built = _build(schema)
     assert built.spec.strict is strict
     assert _sent(built, {"q": "x"}) == {"q": "x"}
+
+
+def test_refusals_name_the_servers_tool() -> None:
+    """Limits, an invalid schema and a lookup on a read tool: each refusal names the tool."""
+    deep = {"type": "object", "properties": {"a": {"type": "object", "properties": {}}}}
+    with pytest.raises(
+        ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema is nested"
+    ):
+        _build(deep, max_schema_depth=3)
+    with pytest.raises(
+        ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema is \d+ bytes"
+    ):
+        _build({"description": "x" * 2000}, max_schema_bytes=1024)
+    with pytest.raises(
+        ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema is invalid"
+    ):
+        _build({"type": "object", "properties": {"a": {"type": 5}}})
+    record = StdioServer(
+        name="s", command="x", effects={"t": "read"}, reconcile={"t": lambda a, c: None}
+    )
+    with pytest.raises(ConfigurationError) as refused:
+        build_tool(types.Tool(name="t", input_schema={}), record, _never)
+    assert str(refused.value) == "reconcile= for MCP tool 't', which is a read tool"
