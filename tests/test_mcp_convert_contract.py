@@ -286,3 +286,19 @@ def test_refusals_name_the_servers_tool() -> None:
     with pytest.raises(ConfigurationError) as refused:
         build_tool(types.Tool(name="t", input_schema={}), record, _never)
     assert str(refused.value) == "reconcile= for MCP tool 't', which is a read tool"
+
+
+def test_references_are_followed_at_any_depth_of_the_schema() -> None:
+    """A nested object's optional $ref, inside properties or a branch, is followed too."""
+    inner = {"type": "object", "properties": {"r": {"$ref": "#/$defs/N"}}}
+    for holder in (inner, {"anyOf": [inner, {"type": "string"}]}):
+        schema = {
+            "type": "object",
+            "properties": {"p": holder},
+            "required": ["p"],
+            "$defs": {"N": NULLABLE},
+        }
+        built = _build(schema)
+        assert not built.spec.strict
+        assert _sent(built, {"p": {}}) == {"p": {}}
+        assert _sent(built, {"p": {"r": None}}) == {"p": {"r": None}}
