@@ -211,6 +211,9 @@ def test_the_idempotency_argument_is_hidden_from_the_model_and_makes_the_call_id
     other = _build(schema, idempotency_argument="token")
     assert not other.spec.idempotent
     assert other.spec.parameters["required"] == ["q", "key"]
+    unrequired = _build({"properties": schema["properties"]}, idempotency_argument="key")
+    assert unrequired.spec.idempotent
+    assert unrequired.parameter_names == ("q",)
 
 
 def test_a_new_listing_never_relaxes_the_spec_offered_before() -> None:
