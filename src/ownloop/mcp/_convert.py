@@ -32,7 +32,7 @@ from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.mcp._config import ServerOptions
 from ownloop.mcp._validate import SchemaCheck, check_limits, closed, schema_check
 from ownloop.tools import ExternalHandler, ExternalTool, ToolContext, to_jsonable
-from ownloop.tools._schema import admits_null, strict_schema
+from ownloop.tools._schema import resolve_ref, strict_schema
 
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
@@ -89,8 +89,10 @@ def build_tool(
     takes_key = key_argument is not None and key_argument in source.get("properties", {})
     visible = _without(source, key_argument) if takes_key else source
     shown = closed(visible)
+    check = schema_check(shown, visible, tool.name)  # an invalid schema is refused first
     try:
-        if _keeps_absent(visible):  # documented: strict form would turn "absent" into null
+        defs, limit = visible.get("$defs", {}), options.max_schema_depth
+        if _keeps_absent(visible, defs, limit):  # documented: strict form loses "absent"
             raise ToolDefinitionError("an optional property admits null")
         parameters, strict = strict_schema(visible, f"MCP tool {tool.name}"), True
     except ToolDefinitionError:
@@ -100,7 +102,6 @@ def build_tool(
     if floor is not None:
         effect = "write" if floor.effect == "write" else effect
         idempotent = idempotent and floor.idempotent
-    check = schema_check(shown, visible, tool.name)
     name = f"{options.prefix}{tool.name}"
     try:
         spec = ToolSpec(
@@ -203,26 +204,48 @@ def _maybe_json(text: str) -> JsonValue:
     return text
 
 
-def _keeps_absent(schema: Any) -> bool:
+def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
     """Whether an object in the schema has an optional property that already admits null."""
     if isinstance(schema, list):
-        return any(_keeps_absent(item) for item in schema)
+        return any(_keeps_absent(item, defs, limit) for item in schema)
     if not isinstance(schema, dict):
         return False
     properties = schema.get("properties")
     if isinstance(properties, dict):
         required = set(schema.get("required", ()))
         for name, child in properties.items():
-            if name not in required and isinstance(child, dict) and _admits_null(child):
+            if name not in required and _admits_null(child, defs, limit):
                 return True
-    return any(_keeps_absent(value) for value in schema.values())
+    return any(_keeps_absent(value, defs, limit) for value in schema.values())
 
 
-def _admits_null(node: dict[str, Any]) -> bool:
-    """Whether a property's schema says it takes ``null`` (an untyped schema says nothing)."""
-    return admits_null(node, {}) and any(
-        key in node for key in ("type", "anyOf", "oneOf", "const", "enum")
-    )
+def _admits_null(node: Any, defs: dict[str, Any], limit: int) -> bool:  # noqa: PLR0911
+    """Whether a property's schema takes ``null``, following local ``$ref``s and branches.
+
+    Each ``$ref`` followed and each branch entered spends one of ``limit`` (``max_schema_depth``):
+    a schema that runs out (a cycle of references) is taken as admitting null, which only keeps
+    the server's own schema (``strict=False``). A schema of any type says no: strict mode refuses
+    it anyway. The boolean schema ``true`` takes anything, ``false`` nothing.
+    """
+    if not isinstance(node, dict):
+        return node is True
+    if limit <= 0:
+        return True
+    target = resolve_ref(node, defs)
+    if target is not node:
+        return _admits_null(target, defs, limit - 1)
+    kind = node.get("type")
+    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+        return True
+    if "const" in node:
+        return node["const"] is None
+    if "enum" in node:
+        return None in node["enum"]
+    for key, wanted in (("anyOf", any), ("oneOf", any), ("allOf", all)):
+        branches = node.get(key)
+        if isinstance(branches, list):
+            return wanted(_admits_null(branch, defs, limit - 1) for branch in branches)
+    return False
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
