@@ -1,0 +1,274 @@
+"""One MCP connection's contract, in this process: drops, reconnects, timeouts, pages, refreshes.
+
+The servers are the SDK's own objects; `Cuttable` is a transport to one that the test can cut
+as a dying server would, so lost connections and reconnects are driven without a process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+from collections.abc import Callable
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import MCPError, types
+from mcp.server.lowlevel.server import Server
+from mcp.shared.memory import create_client_server_memory_streams
+
+from ownloop import Agent, ConfigurationError, Limits, RunStatus, ToolDefinitionError
+from ownloop.mcp import InProcessServer, MCPToolset, StdioServer
+from ownloop.policy import allow_writes
+from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.tools import ExternalTool, ToolContext
+from tests.mcp_hostile import Hostile, text_result, tool
+
+
+def _wait_for(condition: Callable[[], bool], what: str, bound_s: float = 30.0) -> None:
+    deadline = time.monotonic() + bound_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
+
+
+class Cuttable:
+    """A transport to an in-process server; a call named ``cut`` ends the connection mid-call.
+
+    Every opening is a fresh connection to the same server object, counted in ``opened``.
+    """
+
+    def __init__(self, hostile: Hostile) -> None:
+        self.hostile = hostile
+        self.opened = 0
+        self._stacks: dict[int, AsyncExitStack] = {}
+        self._cuts: list[anyio.abc.ObjectSendStream[Any]] = []
+
+    def server(self) -> Server[Any]:
+        """The server: the hostile one, but ``cut`` hangs up instead of answering."""
+
+        async def call_tool(context: Any, params: types.CallToolRequestParams) -> Any:
+            if params.name.startswith("cut"):
+                self.hostile.calls.append((params.name, dict(params.arguments or {}), {}))
+                await self._cuts[-1].aclose()
+                await anyio.sleep_forever()
+            return await self.hostile.call_tool(context, params)
+
+        return Server("cuttable", on_list_tools=self.hostile.list_tools, on_call_tool=call_tool)
+
+    async def __aenter__(self) -> Any:
+        stack = AsyncExitStack()
+        client, (server_read, server_write) = await stack.enter_async_context(
+            create_client_server_memory_streams()
+        )
+        group = await stack.enter_async_context(anyio.create_task_group())
+        stack.callback(group.cancel_scope.cancel)
+        server = self.server()
+        group.start_soon(
+            server.run, server_read, server_write, server.create_initialization_options()
+        )
+        self._stacks[anyio.get_current_task().id] = stack
+        self._cuts.append(server_write)
+        self.opened += 1
+        return client
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stacks.pop(anyio.get_current_task().id).aclose()
+
+
+def _cuttable(hostile: Hostile, **options: Any) -> tuple[Cuttable, InProcessServer]:
+    transport = Cuttable(hostile)
+    return transport, InProcessServer(name="cuttable", server=transport, **options)
+
+
+def _finished(result: Any) -> list[dict[str, Any]]:
+    return [e.model_dump() for e in result.trace if e.kind == "tool_finished"]
+
+
+def test_a_cut_write_is_unknown_the_next_call_reconnects_and_the_budget_ends_it() -> None:
+    """A connection lost mid-call: a write unknown, a read not resent; reconnects are budgeted."""
+    hostile = Hostile(tool("cut_write"), tool("look"), tool("cut_read"))
+    transport, record = _cuttable(
+        hostile, effects={"look": "read", "cut_read": "read"}, max_reconnects=1
+    )
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([tool_call("cut_write"), final("?")])
+        cut = Agent(model, tools, policy=allow_writes("cut_write")).run_sync("w")
+        again = Agent(ScriptedModel([tool_call("look"), final("ok")]), tools).run_sync("r")
+        reconnected = transport.opened
+        model = ScriptedModel([tool_call("cut_read"), tool_call("look"), final("ok")])
+        spent = Agent(model, tools, limits=Limits(max_tool_attempts=2)).run_sync("r")
+    (receipt,) = cut.receipts
+    assert (receipt.status, receipt.effect) == ("unknown", "unknown")
+    assert receipt.message == (
+        "ConnectionError: MCP call 'cut_write' failed after it was sent: Connection closed"
+    )
+    assert cut.status is RunStatus.UNRESOLVED
+    assert [r.status for r in again.receipts] == ["ok"]
+    assert reconnected == transport.opened == 2  # one reconnect, then none: the budget was 1
+    read = spent.receipts[0]
+    assert (read.status, read.effect) == ("error", "none")
+    assert read.message == (
+        "MCP call 'cut_read' failed after it was sent: Connection closed; "
+        "not sent again (the tool is not declared idempotent)"
+    )
+    (_, refused) = _finished(spent)
+    assert refused["message"] == (
+        "TransientToolError: MCP server 'cuttable' is disconnected and its reconnect budget (1) "
+        "is spent"
+    )
+    assert hostile.names() == ["cut_write", "look", "cut_read"]
+
+
+def test_a_timeout_names_its_bound_and_the_run_deadline_shortens_it() -> None:
+    """A call waits call_timeout_s, or less when the run's deadline comes first."""
+    hostile = Hostile(tool("slow"))
+    hostile.delays["slow"] = 60
+    record = InProcessServer(
+        name="h", server=hostile.server(), effects={"slow": "read"}, call_timeout_s=0.25
+    )
+    with MCPToolset(record) as tools:
+        own = Agent(ScriptedModel([tool_call("slow"), final("ok")]), tools).run_sync("own")
+    assert own.receipts[0].message == (
+        "MCP call 'slow' failed after it was sent: MCP call 'slow' timed out after 0.25s; "
+        "not sent again (the tool is not declared idempotent)"
+    )
+    with MCPToolset(record.model_copy(update={"call_timeout_s": 60.0})) as tools:
+        slow = tools.get("slow")
+        assert isinstance(slow, ExternalTool)
+        deadline = datetime.now(UTC) + timedelta(seconds=0.5)
+        context = ToolContext(run_id="r", call_id="c", tool="slow", deadline=deadline)
+        cut = asyncio.run(slow.invoke({}, context))
+    message = str(cut.message)
+    bound = float(message.split("timed out after ")[1].split("s;", maxsplit=1)[0])
+    assert 0.01 < bound <= 0.5
+    assert hostile.names() == ["slow", "slow"]
+
+
+def test_listings_follow_pages_to_their_end_and_stop_at_one_hundred() -> None:
+    """A paged listing is read to its last page; a listing that never ends stops at 100 pages."""
+
+    def pager(pages: int | None) -> Server[Any]:
+        async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
+            page = int(params.cursor) if params is not None and params.cursor else 0
+            last = pages is not None and page == pages - 1
+            return types.ListToolsResult(
+                tools=[tool(f"t{page}")] if pages or page >= 98 else [],
+                next_cursor=None if last else str(page + 1),
+            )
+
+        return Server("pager", on_list_tools=list_tools)
+
+    with MCPToolset(InProcessServer(name="paged", server=pager(3))) as tools:
+        assert list(tools.names()) == ["t0", "t1", "t2"]
+    with MCPToolset(InProcessServer(name="endless", server=pager(None))) as tools:
+        assert list(tools.names()) == ["t98", "t99"]
+
+
+def test_a_listing_answered_with_an_error_is_a_tool_definition_error() -> None:
+    """A server that refuses tools/list fails start-up with its name and the error's message."""
+
+    async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
+        raise MCPError(code=-32603, message="no tools today")
+
+    record = InProcessServer(name="sulky", server=Server("s", on_list_tools=list_tools))
+    with pytest.raises(ToolDefinitionError) as failed:
+        MCPToolset(record).start()
+    assert str(failed.value) == "MCP server 'sulky' could not list its tools: no tools today"
+
+
+def test_a_refresh_that_would_collide_keeps_the_tools_and_says_why() -> None:
+    """A changed listing that collides with a Python tool is refused; nothing changes."""
+    hostile = Hostile(tool("announce"), tool("gone"))
+    hostile.after_notice = {"extra": tool("extra")}
+    tools = MCPToolset(
+        InProcessServer(name="h", server=hostile.server(), effects={"announce": "read"})
+    )
+
+    @tools.tool(effect="read", name="extra")
+    def python_extra() -> str:
+        """A Python tool that owns the name first."""
+        return "python"
+
+    with tools:
+        assert tools.refresh_error is None
+        Agent(ScriptedModel([tool_call("announce"), final("ok")]), tools).run_sync("grow")
+        _wait_for(lambda: tools.refresh_error is not None, "the refused refresh")
+        assert str(tools.refresh_error) == (
+            "MCP tool 'extra' of server 'h' collides with another tool; give the server a prefix"
+        )
+        assert list(tools.names()) == ["extra", "announce", "gone"]
+        result = Agent(ScriptedModel([tool_call("extra"), final("ok")]), tools).run_sync("x")
+    assert result.receipts[0].data == "python"
+
+
+def test_a_notice_during_a_listing_brings_one_more_listing() -> None:
+    """A change announced while a listing is in flight is listed after it, one at a time."""
+    hostile = Hostile()
+    add = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+    async def call_tool(context: Any, params: types.CallToolRequestParams) -> Any:
+        name = str((params.arguments or {})["name"])
+        hostile.tools[name] = tool(name)
+        await context.session.send_tool_list_changed()
+        if name == "one":  # the next change comes while this one's listing is slow
+            await _until(lambda: hostile.listing_now == 1)
+        return text_result("added")
+
+    hostile.tools["add"] = tool("add", add)
+    server = Server("adder", on_list_tools=hostile.list_tools, on_call_tool=call_tool)
+    with MCPToolset(InProcessServer(name="h", server=server, effects={"add": "read"})) as tools:
+        hostile.list_delay_s = 0.2
+        model = ScriptedModel(
+            [tool_call("add", name="one"), tool_call("add", name="two"), final("ok")]
+        )
+        Agent(model, tools).run_sync("add")
+        _wait_for(lambda: "two" in tools.names(), "the second listing")
+        _wait_for(lambda: hostile.listing_now == 0, "the listings to end")
+    assert hostile.listing_peak == 1
+    assert hostile.listings == 3  # at start, then one per change
+
+
+async def _until(condition: Callable[[], bool]) -> None:
+    with anyio.fail_after(30):
+        while not condition():
+            await anyio.sleep(0.005)
+
+
+def test_effect_overrides_apply_by_registry_name_and_win_over_the_record() -> None:
+    """Overrides name prefixed tools, beat the record's own effects and skip other names."""
+    hostile = Hostile(tool("look"), tool("peek"), tool("keep"))
+    record = InProcessServer(
+        name="h", server=hostile.server(), prefix="p_", effects={"look": "write", "keep": "read"}
+    )
+    overrides = {"p_look": "read", "xxpeek": "read", "peek": "read"}
+    with MCPToolset(record, effects=overrides) as tools:  # type: ignore[arg-type]
+        effects = {spec.name: spec.effect for spec in tools.specs()}
+    assert effects == {"p_look": "read", "p_peek": "write", "p_keep": "read"}
+
+
+def test_a_server_offers_only_the_tools_its_record_names() -> None:
+    """The record's tools selection filters the listing; a read sends no idempotency _meta."""
+    hostile = Hostile(tool("a"), tool("b"))
+    record = InProcessServer(name="h", server=hostile.server(), tools=("b",), effects={"b": "read"})
+    with MCPToolset(record) as tools:
+        assert list(tools.names()) == ["b"]
+        Agent(ScriptedModel([tool_call("b"), final("ok")]), tools).run_sync("b")
+    assert hostile.calls == [("b", {}, {})]
+
+
+def test_start_up_reports_the_first_failure_and_the_end_of_a_long_stderr(tmp_path: Path) -> None:
+    """A failed start-up quotes the last 4,000 characters of the server's stderr."""
+    script = "import sys; sys.stderr.write('x' * 10 + 'y' * 3990 + 'z'); sys.exit(3)"
+    first = StdioServer(name="first", command=sys.executable, args=["-I", "-c", script])
+    fine = InProcessServer(name="fine", server=Hostile(tool("a")).server())
+    with pytest.raises(ConfigurationError) as failed:
+        MCPToolset(fine, first).start()
+    message = str(failed.value)
+    assert message.startswith("MCP server 'first' failed to start: ")
+    assert message.endswith("its stderr ends with:\n" + "x" * 9 + "y" * 3990 + "z")
