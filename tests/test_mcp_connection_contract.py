@@ -22,7 +22,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.memory import create_client_server_memory_streams
 
 from ownloop import Agent, ConfigurationError, Limits, RunStatus, ToolDefinitionError
-from ownloop.mcp import InProcessServer, MCPToolset, StdioServer
+from ownloop.mcp import IDEMPOTENCY_META_KEY, InProcessServer, MCPToolset, StdioServer
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import ExternalTool, ToolContext
@@ -45,7 +45,11 @@ class Cuttable:
 
     def __init__(self, hostile: Hostile) -> None:
         self.hostile = hostile
-        self.opened = 0
+        self.opened = self.closed = 0
+        self.refuse = False
+        """Refuse every later opening, as a server that is gone for good."""
+        self.broken = False
+        """Fail the next send with an OSError, as a network that went down for a moment."""
         self._stacks: dict[int, AsyncExitStack] = {}
         self._cuts: list[anyio.abc.ObjectSendStream[Any]] = []
 
@@ -62,6 +66,8 @@ class Cuttable:
         return Server("cuttable", on_list_tools=self.hostile.list_tools, on_call_tool=call_tool)
 
     async def __aenter__(self) -> Any:
+        if self.refuse:
+            raise ConnectionRefusedError("nobody listens")
         stack = AsyncExitStack()
         client, (server_read, server_write) = await stack.enter_async_context(
             create_client_server_memory_streams()
@@ -75,10 +81,34 @@ class Cuttable:
         self._stacks[anyio.get_current_task().id] = stack
         self._cuts.append(server_write)
         self.opened += 1
-        return client
+        read, write = client
+        return read, _Breakable(write, self)
 
     async def __aexit__(self, *exc: object) -> None:
         await self._stacks.pop(anyio.get_current_task().id).aclose()
+        self.closed += 1
+
+
+class _Breakable:
+    """A send stream that raises OSError once its transport is ``broken``."""
+
+    def __init__(self, stream: Any, transport: Cuttable) -> None:
+        self._stream, self._transport = stream, transport
+
+    async def send(self, item: Any) -> None:
+        if self._transport.broken:
+            self._transport.broken = False
+            raise OSError("network is down")
+        await self._stream.send(item)
+
+    async def __aenter__(self) -> _Breakable:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 def _cuttable(hostile: Hostile, **options: Any) -> tuple[Cuttable, InProcessServer]:
@@ -264,11 +294,88 @@ def test_a_server_offers_only_the_tools_its_record_names() -> None:
 
 def test_start_up_reports_the_first_failure_and_the_end_of_a_long_stderr(tmp_path: Path) -> None:
     """A failed start-up quotes the last 4,000 characters of the server's stderr."""
-    script = "import sys; sys.stderr.write('x' * 10 + 'y' * 3990 + 'z'); sys.exit(3)"
+    script = "import sys; sys.stderr.write('x' * 10 + 'y' * 3990 + 'z\\n'); sys.exit(3)"
     first = StdioServer(name="first", command=sys.executable, args=["-I", "-c", script])
     fine = InProcessServer(name="fine", server=Hostile(tool("a")).server())
     with pytest.raises(ConfigurationError) as failed:
         MCPToolset(fine, first).start()
     message = str(failed.value)
-    assert message.startswith("MCP server 'first' failed to start: ")
-    assert message.endswith("its stderr ends with:\n" + "x" * 9 + "y" * 3990 + "z")
+    assert message.startswith("MCP server 'first' failed to start: MCPError: Connection closed; ")
+    assert message.endswith("its stderr ends with:\n" + "x" * 8 + "y" * 3990 + "z")
+
+
+def test_a_hang_up_that_refuses_reconnecting_and_a_dead_network_are_told_apart() -> None:
+    """A failed reconnect is transient and says why; an OSError on send drops the connection."""
+    hostile = Hostile(tool("look"), tool("cut"), tool("send"))
+    transport, record = _cuttable(
+        hostile, effects={"look": "read", "cut": "read", "send": "read"}, idempotent=("send",)
+    )
+    with MCPToolset(record) as tools:
+        transport.broken = True
+        model = ScriptedModel([tool_call("send"), final("ok")])
+        lost = Agent(model, tools, limits=Limits(max_tool_attempts=2)).run_sync("r")
+        _wait_for(lambda: transport.closed == 1, "the broken connection to close")
+        after = Agent(ScriptedModel([tool_call("look"), final("ok")]), tools).run_sync("r")
+        Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+        _wait_for(lambda: transport.closed == 2, "the cut connection to close")
+        transport.refuse = True
+        model = ScriptedModel([tool_call("look"), final("ok")])
+        refused = Agent(model, tools, limits=Limits(max_tool_attempts=1)).run_sync("r")
+    first, second = _finished(lost)
+    assert first["message"] == (
+        "TransientToolError: MCP call 'send' failed after it was sent: network is down"
+    )
+    assert second["status"] == "ok"  # the retry reconnected: an OSError drops the connection
+    assert [r.status for r in after.receipts] == ["ok"]
+    assert transport.opened == 2  # at start and after the dead network; the third was refused
+    (failed,) = _finished(refused)
+    assert failed["message"] == (
+        "TransientToolError: reconnecting failed: MCP server 'cuttable' failed to start: "
+        "ConnectionRefusedError: nobody listens"
+    )
+    assert hostile.names() == ["send", "look", "cut"]
+
+
+def test_long_error_messages_are_cut_at_2000_characters() -> None:
+    """A server's long error message is cut to 2,000 characters in receipts and listings."""
+    long = "e" * 3000
+
+    async def call_tool(context: Any, params: types.CallToolRequestParams) -> Any:
+        code = -32000 if params.name == "closed" else -32603
+        raise MCPError(code=code, message=long)
+
+    async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool("failed"), tool("closed")])
+
+    record = InProcessServer(
+        name="h",
+        server=Server("long", on_list_tools=list_tools, on_call_tool=call_tool),
+        effects={"failed": "read", "closed": "read"},
+    )
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([tool_call("failed"), tool_call("closed"), final("ok")])
+        result = Agent(model, tools).run_sync("r")
+    failed, closed = (str(receipt.message) for receipt in result.receipts)
+    assert failed == ("the MCP server refused the call (-32603): " + long)[:2000]
+    assert closed == ("MCP call 'closed' failed after it was sent: " + long)[:2000]
+
+    async def refuse_listing(context: Any, params: Any) -> types.ListToolsResult:
+        raise MCPError(code=-32603, message=long)
+
+    sulky = InProcessServer(name="s", server=Server("s", on_list_tools=refuse_listing))
+    with pytest.raises(ToolDefinitionError) as listing:
+        MCPToolset(sulky).start()
+    assert str(listing.value) == ("MCP server 's' could not list its tools: " + long)[:2000]
+
+
+def test_a_key_argument_is_looked_for_only_in_schemas_that_have_properties() -> None:
+    """A tool whose schema names no properties lists fine and gets no key argument."""
+    hostile = Hostile(tool("bare", {"type": "object"}))
+    record = InProcessServer(name="h", server=hostile.server(), idempotency_argument="key")
+    with MCPToolset(record) as tools:
+        Agent(
+            ScriptedModel([tool_call("bare"), final("ok")]), tools, policy=allow_writes("bare")
+        ).run_sync("w")
+    ((_, arguments, meta),) = hostile.calls
+    assert arguments == {}
+    assert list(meta) == [IDEMPOTENCY_META_KEY]
