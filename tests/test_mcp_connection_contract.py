@@ -48,6 +48,9 @@ class Cuttable:
         self.opened = self.closed = 0
         self.refuse = False
         """Refuse every later opening, as a server that is gone for good."""
+        self.crash_after_next = False
+        """Fail the client's read after the next message, as a transport that crashed."""
+        self.exits: list[object] = []
         self.broken = False
         """Fail the next send with an OSError, as a network that went down for a moment."""
         self._stacks: dict[int, AsyncExitStack] = {}
@@ -57,6 +60,9 @@ class Cuttable:
         """The server: the hostile one, but ``cut`` hangs up instead of answering."""
 
         async def call_tool(context: Any, params: types.CallToolRequestParams) -> Any:
+            if params.name == "crash":
+                self.crash_after_next = True
+                return text_result("crashing")
             if params.name.startswith("cut"):
                 self.hostile.calls.append((params.name, dict(params.arguments or {}), {}))
                 await self._cuts[-1].aclose()
@@ -82,11 +88,39 @@ class Cuttable:
         self._cuts.append(server_write)
         self.opened += 1
         read, write = client
-        return read, _Breakable(write, self)
+        return _Crashable(read, self), _Breakable(write, self)
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, kind: object, *exc: object) -> None:
+        self.exits.append(kind)
         await self._stacks.pop(anyio.get_current_task().id).aclose()
         self.closed += 1
+
+
+class _Crashable:
+    """A receive stream that raises OSError after the message that armed its transport."""
+
+    def __init__(self, stream: Any, transport: Cuttable) -> None:
+        self._stream, self._transport, self._armed = stream, transport, False
+
+    def __aiter__(self) -> _Crashable:
+        return self
+
+    async def __anext__(self) -> Any:
+        if self._armed:
+            raise OSError("the transport crashed")
+        item = await self._stream.__anext__()
+        self._armed = self._transport.crash_after_next
+        self._transport.crash_after_next = False
+        return item
+
+    async def __aenter__(self) -> _Crashable:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._stream.aclose()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class _Breakable:
@@ -182,9 +216,11 @@ def test_a_timeout_names_its_bound_and_the_run_deadline_shortens_it() -> None:
 
 def test_listings_follow_pages_to_their_end_and_stop_at_one_hundred() -> None:
     """A paged listing is read to its last page; a listing that never ends stops at 100 pages."""
+    cursors: list[str | None] = []
 
     def pager(pages: int | None) -> Server[Any]:
         async def list_tools(context: Any, params: Any) -> types.ListToolsResult:
+            cursors.append(params.cursor if params is not None else None)
             page = int(params.cursor) if params is not None and params.cursor else 0
             last = pages is not None and page == pages - 1
             return types.ListToolsResult(
@@ -196,6 +232,7 @@ def test_listings_follow_pages_to_their_end_and_stop_at_one_hundred() -> None:
 
     with MCPToolset(InProcessServer(name="paged", server=pager(3))) as tools:
         assert list(tools.names()) == ["t0", "t1", "t2"]
+    assert cursors == [None, "1", "2"]
     with MCPToolset(InProcessServer(name="endless", server=pager(None))) as tools:
         assert list(tools.names()) == ["t98", "t99"]
 
@@ -259,9 +296,13 @@ def test_a_notice_during_a_listing_brings_one_more_listing() -> None:
         )
         Agent(model, tools).run_sync("add")
         _wait_for(lambda: "two" in tools.names(), "the second listing")
+        # The second change came during the second listing: a third one follows it.
+        _wait_for(lambda: hostile.listings == 3, "the listing after the second change")
         _wait_for(lambda: hostile.listing_now == 0, "the listings to end")
+        Agent(ScriptedModel([tool_call("add", name="three"), final("ok")]), tools).run_sync("a")
+        _wait_for(lambda: "three" in tools.names(), "a listing after the others ended")
     assert hostile.listing_peak == 1
-    assert hostile.listings == 3  # at start, then one per change
+    assert hostile.listings == 4  # at start, then one per change
 
 
 async def _until(condition: Callable[[], bool]) -> None:
@@ -293,15 +334,15 @@ def test_a_server_offers_only_the_tools_its_record_names() -> None:
 
 
 def test_start_up_reports_the_first_failure_and_the_end_of_a_long_stderr(tmp_path: Path) -> None:
-    """A failed start-up quotes the last 4,000 characters of the server's stderr."""
-    script = "import sys; sys.stderr.write('x' * 10 + 'y' * 3990 + 'z\\n'); sys.exit(3)"
+    """A failed start-up quotes the last 4,000 bytes of the server's stderr, cut or not."""
+    script = "import sys; sys.stderr.write('é' + 'y' * 3998 + '\\n'); sys.exit(3)"
     first = StdioServer(name="first", command=sys.executable, args=["-I", "-c", script])
     fine = InProcessServer(name="fine", server=Hostile(tool("a")).server())
     with pytest.raises(ConfigurationError) as failed:
         MCPToolset(fine, first).start()
     message = str(failed.value)
     assert message.startswith("MCP server 'first' failed to start: MCPError: Connection closed; ")
-    assert message.endswith("its stderr ends with:\n" + "x" * 8 + "y" * 3990 + "z")
+    assert message.endswith("its stderr ends with:\n\ufffd" + "y" * 3998)  # cut inside the é
 
 
 def test_a_hang_up_that_refuses_reconnecting_and_a_dead_network_are_told_apart() -> None:
@@ -379,3 +420,104 @@ def test_a_key_argument_is_looked_for_only_in_schemas_that_have_properties() -> 
     ((_, arguments, meta),) = hostile.calls
     assert arguments == {}
     assert list(meta) == [IDEMPOTENCY_META_KEY]
+
+
+def test_a_transport_that_crashes_between_calls_is_reopened_by_the_next_one() -> None:
+    """A crash after an answer ends the session; the next call reconnects; close ends it too."""
+    hostile = Hostile(tool("crash"), tool("look"))
+    transport, record = _cuttable(hostile, effects={"crash": "read", "look": "read"})
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([tool_call("crash"), final("ok")])
+        crashed = Agent(model, tools).run_sync("r")
+        _wait_for(lambda: transport.closed == 1, "the crashed session to end")
+        after = Agent(ScriptedModel([tool_call("look"), final("ok")]), tools).run_sync("r")
+        assert transport.opened == 2
+    assert [r.status for r in crashed.receipts + after.receipts] == ["ok", "ok"]
+    assert _finished(after)[0]["attempt"] == 1
+    assert len(transport.exits) == 2  # closing the toolset ended the second session too
+
+
+def test_refused_reconnects_stay_transient_and_each_spends_the_budget() -> None:
+    """Every reconnect that fails is tried anew by the next call, within max_reconnects."""
+    hostile = Hostile(tool("cut"), tool("look"))
+    transport, record = _cuttable(
+        hostile, effects={"cut": "read", "look": "read"}, max_reconnects=2
+    )
+    with MCPToolset(record) as tools:
+        Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+        transport.refuse = True
+        model = ScriptedModel([tool_call("look"), final("ok")])
+        refused = Agent(model, tools, limits=Limits(max_tool_attempts=3)).run_sync("r")
+    messages = [str(event["message"]) for event in _finished(refused)]
+    assert messages[0].startswith("TransientToolError: reconnecting failed: ")
+    assert messages[1].startswith("TransientToolError: reconnecting failed: ")
+    assert messages[2].endswith("reconnect budget (2) is spent")
+
+
+def test_a_listing_that_does_not_answer_in_time_is_a_tool_definition_error() -> None:
+    """A listing is bounded by call_timeout_s, at start-up as in a refresh."""
+    hostile = Hostile(tool("a"))
+    hostile.list_delay_s = 60
+    record = InProcessServer(name="slow", server=hostile.server(), call_timeout_s=0.2)
+    with pytest.raises(ToolDefinitionError) as failed:
+        MCPToolset(record).start()
+    assert str(failed.value) == "MCP server 'slow' did not list its tools within 0.2s"
+
+
+def test_a_timed_out_write_raises_its_unknown_effect_with_the_timeout_as_cause() -> None:
+    """A write abandoned at its timeout raises ConnectionError from a TimeoutError naming it."""
+    hostile = Hostile(tool("slow_write"))
+    hostile.delays["slow_write"] = 60
+    record = InProcessServer(name="h", server=hostile.server(), call_timeout_s=0.2)
+    with MCPToolset(record) as tools:
+        slow = tools.get("slow_write")
+        assert isinstance(slow, ExternalTool)
+        context = ToolContext(run_id="r", call_id="c", tool="slow_write")
+        with pytest.raises(ConnectionError) as raised:
+            asyncio.run(slow.invoke({}, context))
+    assert str(raised.value) == (
+        "MCP call 'slow_write' failed after it was sent: MCP call 'slow_write' timed out after 0.2s"
+    )
+    timeout = raised.value.__cause__
+    assert isinstance(timeout, TimeoutError)
+    assert isinstance(timeout.__cause__, TimeoutError)
+
+
+def test_lost_idempotent_reads_are_transient_and_lost_writes_unknown() -> None:
+    """A cut idempotent read is retried; an OSError on a write's send makes it unknown."""
+    hostile = Hostile(tool("cut_again"), tool("send_write"))
+    transport, record = _cuttable(hostile, effects={"cut_again": "read"}, idempotent=("cut_again",))
+    with MCPToolset(record) as tools:
+        transport.broken = True
+        model = ScriptedModel([tool_call("send_write"), final("?")])
+        lost = Agent(model, tools, policy=allow_writes("send_write")).run_sync("w")
+        model = ScriptedModel([tool_call("cut_again"), final("ok")])
+        again = Agent(model, tools, limits=Limits(max_tool_attempts=1)).run_sync("r")
+    assert _finished(again)[0]["message"] == (
+        "TransientToolError: MCP call 'cut_again' failed after it was sent: Connection closed"
+    )
+    (receipt,) = lost.receipts
+    assert (receipt.status, receipt.effect) == ("unknown", "unknown")
+    assert receipt.message == (
+        "ConnectionError: MCP call 'send_write' failed after it was sent: network is down"
+    )
+
+
+def test_a_toolset_that_is_not_started_says_so_and_caps_arguments() -> None:
+    """A call on a closed toolset is refused with its reason; max_argument_bytes applies."""
+    hostile = Hostile(tool("look", {"type": "object", "properties": {"s": {"type": "string"}}}))
+    tools = MCPToolset(
+        InProcessServer(name="h", server=hostile.server(), effects={"look": "read"}),
+        max_argument_bytes=64,
+    )
+    with tools:
+        look = tools.get("look")
+        model = ScriptedModel([tool_call("look", s="x" * 100), final("ok")])
+        capped = Agent(model, tools).run_sync("r")
+    assert isinstance(look, ExternalTool)
+    context = ToolContext(run_id="r", call_id="c", tool="look")
+    with pytest.raises(ConfigurationError) as refused:
+        asyncio.run(look.invoke({}, context))
+    assert str(refused.value) == "the MCP toolset is not started: use `with` or start()"
+    assert hostile.calls == []
+    assert capped.receipts == ()
