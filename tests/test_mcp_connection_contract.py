@@ -521,3 +521,19 @@ def test_a_toolset_that_is_not_started_says_so_and_caps_arguments() -> None:
     assert str(refused.value) == "the MCP toolset is not started: use `with` or start()"
     assert hostile.calls == []
     assert capped.receipts == ()
+
+
+def test_a_result_the_server_marks_as_an_error_is_an_error_receipt_of_the_call() -> None:
+    """is_error makes an error receipt under the call's id and the tool's registry name."""
+    hostile = Hostile(tool("oops"))
+    hostile.results["oops"] = types.CallToolResult(
+        content=[types.TextContent(type="text", text="it broke")], is_error=True
+    )
+    record = InProcessServer(
+        name="h", server=hostile.server(), prefix="p_", effects={"oops": "read"}
+    )
+    with MCPToolset(record) as tools:
+        result = Agent(ScriptedModel([tool_call("p_oops"), final("ok")]), tools).run_sync("r")
+    (receipt,) = result.receipts
+    assert (receipt.call_id, receipt.tool, receipt.status) == ("call-p_oops", "p_oops", "error")
+    assert receipt.message == "it broke"
