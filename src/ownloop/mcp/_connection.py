@@ -29,11 +29,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from ownloop.exceptions import ConfigurationError, ToolDefinitionError, TransientToolError
-from ownloop.mcp._config import HttpServer, InProcessServer, ServerOptions, StdioServer
+from ownloop.mcp._config import HttpServer, InProcessServer, StdioServer
 
 __all__ = ["Connection"]
 
-_STDERR_TAIL_CHARS = 4000
+_STDERR_TAIL_BYTES = 4000
 
 
 class Connection:
@@ -46,27 +46,28 @@ class Connection:
     """
 
     def __init__(
-        self, options: ServerOptions, on_tools_changed: Callable[[], Awaitable[None]]
+        self,
+        options: StdioServer | HttpServer | InProcessServer,
+        on_tools_changed: Callable[[], Awaitable[None]],
     ) -> None:
         self.options = options
         self.reconnects_left = options.max_reconnects
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
         self._stop: anyio.Event | None = None
-        self._stderr: IO[str] | None = None
+        self._stderr: IO[bytes] | None = None
         self._lock: anyio.Lock | None = None
 
     def stderr_tail(self) -> str:
-        """The last few thousand characters the server process wrote to stderr (stdio only)."""
+        """The last 4,000 bytes the server process wrote to stderr, decoded (stdio only)."""
         if self._stderr is None:
             return ""
-        self._stderr.flush()
-        with open(self._stderr.name, encoding="utf-8", errors="replace") as file:
-            file.seek(max(os.path.getsize(self._stderr.name) - _STDERR_TAIL_CHARS, 0))
-            return file.read()
+        with open(self._stderr.name, "rb") as file:  # its own offset: the server's stays put
+            file.seek(max(os.path.getsize(self._stderr.name) - _STDERR_TAIL_BYTES, 0))
+            return file.read().decode("utf-8", "replace")
 
-    async def open(self, task_group: anyio.abc.TaskGroup) -> None:
-        """Connect and initialize within ``startup_timeout_s``.
+    async def open(self, task_group: anyio.abc.TaskGroup) -> Client:
+        """Connect and initialize within ``startup_timeout_s``; return the open session.
 
         Raises:
             ConfigurationError: The server could not be started or reached in time.
@@ -78,7 +79,7 @@ class Connection:
         bound = self.options.startup_timeout_s
         try:
             with anyio.fail_after(bound):
-                await task_group.start(self._hold, stop)
+                client: Client = await task_group.start(self._hold, stop)
         except Exception as error:
             self._client = None
             stop.set()
@@ -91,6 +92,7 @@ class Connection:
                 else f"failed to start: {type(cause).__name__}: {cause}"
             )
             raise ConfigurationError(f"MCP server {self.options.name!r} {what}{where}") from error
+        return client
 
     async def close(self) -> None:
         """Ask the holding task to close the session and stop the server."""
@@ -104,13 +106,13 @@ class Connection:
             self._stderr.close()
             self._stderr = None
 
-    async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[None]) -> None:
+    async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[Client]) -> None:
         started = False
         try:
             async with AsyncExitStack() as resources:
                 client = await resources.enter_async_context(self._new_client(resources))
                 self._client = client
-                task_status.started()
+                task_status.started(client)
                 started = True
                 await stop.wait()
         except Exception:
@@ -123,15 +125,11 @@ class Connection:
 
     def _new_client(self, resources: AsyncExitStack) -> Client:
         options = self.options
-        if not isinstance(options, HttpServer | StdioServer | InProcessServer):
-            raise ConfigurationError(f"not an MCP server record: {options!r}")
         if isinstance(options, InProcessServer):
             transport: Any = options.server
         elif isinstance(options, StdioServer):
             if self._stderr is None:
-                self._stderr = tempfile.NamedTemporaryFile(  # noqa: SIM115 - kept open for the life
-                    "w+", encoding="utf-8", prefix=f"ownloop-mcp-{options.name}-", suffix=".log"
-                )
+                self._stderr = tempfile.NamedTemporaryFile()  # noqa: SIM115 - open for the life
             parameters = StdioServerParameters(
                 command=options.command,
                 args=list(options.args),
@@ -148,7 +146,7 @@ class Connection:
         return Client(transport, cache=None, mode="legacy", message_handler=self._on_message)
 
     async def _on_message(self, message: Any) -> None:
-        if getattr(message, "method", None) == "notifications/tools/list_changed":
+        if isinstance(message, mcp_types.ToolListChangedNotification):
             await self._on_tools_changed()
 
     async def ensure(self, task_group: anyio.abc.TaskGroup) -> Client:
@@ -168,16 +166,9 @@ class Connection:
                 )
             self.reconnects_left -= 1
             try:
-                await self.open(task_group)
+                return await self.open(task_group)
             except ConfigurationError as error:
                 raise TransientToolError(f"reconnecting failed: {error}") from error
-            return self._opened()
-
-    def _opened(self) -> Client:
-        client = self._client
-        if client is None:  # the server hung up right after the handshake
-            raise TransientToolError(f"MCP server {self.options.name!r} closed the connection")
-        return client
 
     def dropped(self) -> None:
         """Mark the session as gone (a call failed in transport), so the next call reconnects."""
@@ -190,7 +181,8 @@ class Connection:
 
         Raises:
             ToolDefinitionError: The server answered the listing with an error, or with one
-                the SDK could not read (too deep, for example).
+                the SDK could not read (too deep, for example), or not within
+                ``call_timeout_s``.
         """
         client = await self.ensure(task_group)
         tools: list[mcp_types.Tool] = []
@@ -204,6 +196,11 @@ class Connection:
                     f"MCP server {self.options.name!r} could not list its tools: {error.message}"[
                         :2000
                     ]
+                ) from error
+            except TimeoutError as error:
+                raise ToolDefinitionError(
+                    f"MCP server {self.options.name!r} did not list its tools within "
+                    f"{self.options.call_timeout_s:g}s"
                 ) from error
             tools.extend(page.tools)
             cursor = page.next_cursor

@@ -127,7 +127,6 @@ class MCPToolset(ToolRegistry):
             if self._stop is not None:
                 portal.call(self._stop.set)
             context.__exit__(None, None, None)
-        self._task_group = self._stop = None
         for connection in self._connections.values():
             connection.release()
 
@@ -195,9 +194,9 @@ class MCPToolset(ToolRegistry):
             await self._sync_tools(connection)
 
     def _group(self) -> anyio.abc.TaskGroup:
-        if self._task_group is None:
-            raise ConfigurationError("the MCP toolset is not started: use `with` or start()")
-        return self._task_group
+        group = self._task_group  # set by start() before any of its callers can run
+        assert group is not None
+        return group
 
     def _changed(self, server: str) -> Any:
         async def refresh() -> None:
