@@ -39,8 +39,9 @@ def test_the_command_serves_until_interrupted(
 ) -> None:
     """In process: the URL is printed, access works with it only, Ctrl-C stops it cleanly."""
     # The SIGINT below reaches uvicorn's `Server.handle_exit`, which sse_starlette (the `mcp`
-    # SDK's SSE) patches to set its process-wide `AppStatus.should_exit`; nothing resets it, and
-    # every SSE response later served in this process would end at once. Restore it afterwards.
+    # SDK's SSE) patches to set its process-wide `AppStatus.should_exit`; `ownloop ui` puts it
+    # back when it stops, or every SSE response later served in this process would end at once
+    # (the monkeypatch only keeps a failure here from spoiling later tests).
     monkeypatch.setattr(AppStatus, "should_exit", False)
     database = tmp_path / "runs.db"
     pause_sqlite(database, {"run-1": "refund o-1 500 thanks"})
@@ -66,6 +67,7 @@ def test_the_command_serves_until_interrupted(
     visitor.join(10)
     assert status == 0
     assert not failures, failures
+    assert AppStatus.should_exit is False
 
 
 def test_the_command_line_in_its_own_process(tmp_path: Path) -> None:

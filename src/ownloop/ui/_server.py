@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import sys
 from collections.abc import Callable
 
 import uvicorn
@@ -78,7 +79,14 @@ async def serve(
     if server_holder is not None:
         server_holder.append(server)
     on_ready(address(app, host, bound_port))
+    sse = sys.modules.get("sse_starlette.sse")
+    exiting = getattr(getattr(sse, "AppStatus", None), "should_exit", False)
     try:
         await server.serve(sockets=[sock])
     finally:
         sock.close()
+        # sse_starlette (the `mcp` SDK's SSE), once imported, patches uvicorn's signal handler to
+        # set its process-wide `AppStatus.should_exit`, which nothing resets: after a Ctrl-C here,
+        # every SSE response later served in this process (an MCP server's) would end at once.
+        if sse is not None:
+            sse.AppStatus.should_exit = exiting
