@@ -52,7 +52,7 @@ _BOUNDS = {
     "call_timeout_s": (60.0, [0.001, 1e9], [0.0]),
     "max_reconnects": (3, [0, 10**9], [-1]),
     "max_result_bytes": (1_000_000, [1024, 10**12], [1023]),
-    "max_schema_depth": (64, [2, 512], [1, 513]),
+    "max_schema_depth": (64, [2, 64], [1, 65]),
     "max_schema_bytes": (1_000_000, [1024, 10**12], [1023]),
     "pattern_timeout_s": (0.1, [0.001, 60], [0.0, 60.001]),
 }

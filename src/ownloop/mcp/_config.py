@@ -64,7 +64,8 @@ class ServerOptions(BaseModel):
             lifetime; past that, calls fail. Timeouts do not count: they cancel their request.
         max_result_bytes: A call's result larger than this (UTF-8 JSON) is cut to this size
             before it is stored, and the cut is recorded in the result.
-        max_schema_depth: The deepest nesting a tool's input schema may have.
+        max_schema_depth: The deepest nesting a tool's input schema may have (at most 64:
+            deeper, the JSON Schema validator can run out of Python's recursion).
         max_schema_bytes: The largest a tool's input schema may be (UTF-8 JSON).
         pattern_timeout_s: Seconds all the schema patterns (``pattern``,
             ``patternProperties``) of one call may take together, in a worker thread just
@@ -87,7 +88,7 @@ class ServerOptions(BaseModel):
     call_timeout_s: float = Field(default=60.0, gt=0)
     max_reconnects: int = Field(default=3, ge=0)
     max_result_bytes: int = Field(default=1_000_000, ge=1024)
-    max_schema_depth: int = Field(default=64, ge=2, le=512)
+    max_schema_depth: int = Field(default=64, ge=2, le=64)
     max_schema_bytes: int = Field(default=1_000_000, ge=1024)
     pattern_timeout_s: float = Field(default=0.1, gt=0, le=60)
 
