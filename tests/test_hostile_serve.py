@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import json
 import logging
 import os
-import select
 import subprocess
 import sys
 import threading
@@ -24,6 +22,7 @@ from ownloop.cli import main
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
 from ownloop.policy import Policy, allow_writes
 from ownloop.store import MemoryRunStore, SqliteRunStore
+from tests.mcp_hostile import piped_stdio
 
 
 class Bank:
@@ -613,43 +612,12 @@ def test_serving_over_stdio_in_this_process(
     """run_stdio speaks JSON-RPC over stdin and stdout: initialize, list, call, end at EOF."""
     bank = Bank()
     server = _server(tmp_path, bank)
-    read_in, write_in = os.pipe()
-    read_out, write_out = os.pipe()
-    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
-    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
-    monkeypatch.setattr(sys, "stdin", stdin)
-    monkeypatch.setattr(sys, "stdout", stdout)
-    serving = threading.Thread(target=server.run_stdio)
-    serving.start()
-    replies = os.fdopen(read_out, "rb")
-    requests = os.fdopen(write_in, "wb")
-
-    def send(message: dict[str, Any]) -> None:
-        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        requests.flush()
-
-    def reply(request_id: int) -> dict[str, Any]:
-        while True:
-            ready, _, _ = select.select([replies], [], [], 30)
-            assert ready, "no reply from the stdio server"
-            message: dict[str, Any] = json.loads(replies.readline())
-            if message.get("id") == request_id:
-                return message
-
-    client = {"name": "test", "version": "1"}
-    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
-    send({"id": 1, "method": "initialize", "params": initialize})
-    assert reply(1)["result"]["serverInfo"]["name"] == "ownloop"
-    send({"method": "notifications/initialized"})
-    send({"id": 2, "method": "tools/list"})
-    listed = {tool["name"] for tool in reply(2)["result"]["tools"]}
-    assert listed == {"balance", "transfer", "wire"}
-    call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
-    send({"id": 3, "method": "tools/call", "params": call})
-    assert reply(3)["result"]["structuredContent"] == {"transferred": 5}
-    requests.close()  # end of input: the server returns
-    serving.join(timeout=30)
-    assert not serving.is_alive()
-    for stream in (stdin, stdout, replies):
-        stream.close()
+    with piped_stdio(server.run_stdio, monkeypatch) as client:
+        assert client.initialize()["serverInfo"]["name"] == "ownloop"
+        client.send({"id": 2, "method": "tools/list"})
+        listed = {tool["name"] for tool in client.reply(2)["result"]["tools"]}
+        assert listed == {"balance", "transfer", "wire"}
+        call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
+        client.send({"id": 3, "method": "tools/call", "params": call})
+        assert client.reply(3)["result"]["structuredContent"] == {"transferred": 5}
     assert len(bank.transfers) == 1
