@@ -169,9 +169,12 @@ def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]
 class PipedStdio:
     """A raw JSON-RPC client of a stdio server, writing its stdin and reading its stdout."""
 
-    def __init__(self, requests: io.BufferedWriter, replies: io.BufferedReader) -> None:
+    def __init__(
+        self, requests: io.BufferedWriter, replies: io.BufferedReader, serving: threading.Thread
+    ) -> None:
         self._requests = requests
         self._replies = replies
+        self._serving = serving
 
     def send(self, message: dict[str, Any]) -> None:
         """Send one JSON-RPC message (``jsonrpc`` is added)."""
@@ -179,10 +182,18 @@ class PipedStdio:
         self._requests.flush()
 
     def reply(self, request_id: int) -> dict[str, Any]:
-        """The next message answering ``request_id`` (others are skipped); fails after 30 s."""
+        """The next message answering ``request_id`` (others are skipped).
+
+        Fails at once when the server has ended without it, else after 30 s.
+        """
+        deadline = time.monotonic() + 30
         while True:
-            ready, _, _ = select.select([self._replies], [], [], 30)
-            assert ready, "no reply from the stdio server"
+            alive = self._serving.is_alive()  # read before looking: a last answer is still read
+            ready, _, _ = select.select([self._replies], [], [], 0.05)
+            if not ready:
+                assert alive, "the stdio server ended without answering"
+                assert time.monotonic() < deadline, "no reply from the stdio server"
+                continue
             message: dict[str, Any] = json.loads(self._replies.readline())
             if message.get("id") == request_id:
                 return message
@@ -214,7 +225,7 @@ def piped_stdio(serve: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> I
     replies = os.fdopen(read_out, "rb")
     requests = os.fdopen(write_in, "wb")
     try:
-        yield PipedStdio(requests, replies)
+        yield PipedStdio(requests, replies, serving)
     finally:
         requests.close()  # end of input: the server returns
         serving.join(timeout=30)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,14 @@ async def _until_a_transfer_starts(bank: Bank) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the transfer never started")
+
+
+async def _bounded(repeat: Awaitable[Any]) -> Any:
+    """A repeat that must come back while its write is held (after ``repeat_wait_s``, 0.05 s).
+
+    Bounded at 5 s, so a repeat that waits for the write fails in seconds, not at the write's 30.
+    """
+    return await asyncio.wait_for(repeat, 5)
 
 
 def _server(tmp_path: Path, bank: Bank, policy: Policy | None = None) -> RegistryServer:
@@ -392,10 +401,12 @@ def test_a_repeat_waits_bounded_and_another_process_never_reruns(
 
     async def scenario() -> list[Any]:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        await _until_a_transfer_starts(bank)
-        waited = await server.call("transfer", arguments, key=key)
-        other = await elsewhere.call("transfer", arguments, key=key)
-        bank.release.set()
+        try:
+            await _until_a_transfer_starts(bank)
+            waited = await _bounded(server.call("transfer", arguments, key=key))
+            other = await elsewhere.call("transfer", arguments, key=key)
+        finally:
+            bank.release.set()
         return [waited, other, await first]
 
     waited, other, first = asyncio.run(scenario())
@@ -593,9 +604,11 @@ def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: 
         await server.store.submit_approval(facts["run_id"], approval)
         bank.release.clear()
         resumed = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        await _until_a_transfer_starts(bank)
-        repeat = await server.call("transfer", arguments, key=key)
-        bank.release.set()
+        try:
+            await _until_a_transfer_starts(bank)
+            repeat = await _bounded(server.call("transfer", arguments, key=key))
+        finally:
+            bank.release.set()
         return [repeat, await resumed]
 
     repeat, resumed = asyncio.run(scenario())

@@ -12,9 +12,11 @@ import asyncio
 import hashlib
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp import types
 
 from ownloop import Actor, Approval, ConfigurationError, ToolRegistry, ToolSpec
 from ownloop.identity import canonical_text, encode
@@ -466,7 +468,7 @@ def test_a_server_has_its_documented_defaults() -> None:
 def test_a_request_replayed_on_its_connection_is_answered_from_its_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same tools/call id sent twice on one stdio connection performs the write once."""
+    """A tools/call id sent twice on one stdio connection writes once; another id, again."""
     # The SDK builds a ServerSession for each request; the session is known by the connection
     # it holds, `_connection` (private in mcp 2.3). An mcp release without it gives each request
     # a session of its own, and this replay runs twice: this test is what says so.
@@ -476,11 +478,11 @@ def test_a_request_replayed_on_its_connection_is_answered_from_its_run(
     answers = []
     with piped_stdio(server.run_stdio, monkeypatch) as client:
         client.initialize()
-        for _ in range(2):
-            client.send({"id": 3, "method": "tools/call", "params": call})
-            answers.append(client.reply(3)["result"])
-    assert [answer["content"][0]["text"] for answer in answers] == ["labelled", "labelled"]
-    assert ran == [frozenset({"a"})]
+        for request in (3, 3, 4):  # a replay, then another request of the same call
+            client.send({"id": request, "method": "tools/call", "params": call})
+            answers.append(client.reply(request)["result"])
+    assert [answer["content"][0]["text"] for answer in answers] == ["labelled"] * 3
+    assert ran == [frozenset({"a"})] * 2
 
 
 def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
@@ -547,3 +549,27 @@ def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() 
         "stop_reason": "tool_denied",
     }
     assert ran == []
+
+
+class _Session:
+    """A session object that holds no ``_connection`` (as another SDK's might)."""
+
+
+def test_a_session_holding_no_connection_is_the_session_itself() -> None:
+    """Where the SDK's session object holds no connection, request ids are per that object."""
+    ran: list[frozenset[str]] = []
+    server = RegistryServer(_labeller(ran), store=MemoryRunStore(), policy=allow_writes("label"))
+    entry = server.server().get_request_handler("tools/call")
+    assert entry is not None
+    params = types.CallToolRequestParams(name="label", arguments={"labels": ["a"]})
+    one, two = _Session(), _Session()
+
+    async def scenario() -> list[Any]:
+        return [
+            await entry.handler(SimpleNamespace(session=session, request_id=1), params)
+            for session in (one, one, two)
+        ]
+
+    answers = asyncio.run(scenario())
+    assert [answer.content[0].text for answer in answers] == ["labelled"] * 3
+    assert ran == [frozenset({"a"})] * 2  # one's replay is answered from its run; two's runs
