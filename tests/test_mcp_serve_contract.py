@@ -506,26 +506,14 @@ def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
 
 def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() -> None:
     """A resumed call the policy denies ends failed, though its run still lists its request."""
-    ran: list[int] = []
     frozen: list[bool] = []
-    registry = ToolRegistry()
-
-    @registry.tool(effect="write")
-    def pay(n: int) -> str:
-        """Pay.
-
-        Args:
-            n: How much.
-        """
-        ran.append(n)
-        return "paid"
 
     def freeze(actor: Actor | None, spec: ToolSpec, arguments: Any) -> Decision:
         return Deny("payments are frozen") if arguments is not None and frozen else Allow()
 
     policy = allow_writes("pay") & require_approval_for("pay") & Policy(freeze, "freeze")
     store = MemoryRunStore()
-    server = RegistryServer(registry, store=store, policy=policy)
+    server = RegistryServer(_outcomes(), store=store, policy=policy)
 
     async def scenario() -> Any:
         facts = (await server.call("pay", {"n": 2})).structured_content
@@ -538,6 +526,7 @@ def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() 
         assert stored is not None
         assert stored.snapshot.result is not None
         assert stored.snapshot.result.approval_requests  # the request it paused with stays
+        assert stored.snapshot.result.receipts == ()  # never performed
         return facts, answer
 
     facts, answer = asyncio.run(scenario())
@@ -548,7 +537,6 @@ def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() 
         "status": "failed",
         "stop_reason": "tool_denied",
     }
-    assert ran == []
 
 
 class _Session:
