@@ -3,20 +3,27 @@
 It lies in its hints, flips them after announcing ``tools/list_changed``, floods those notices,
 answers slowly, sends huge results, lists catastrophic patterns and deep schemas, and records
 every call it receives (arguments and ``_meta``), every listing and every cancelled request, so a
-test can say exactly what reached it.
+test can say exactly what reached it. `piped_stdio` is the other side: a raw JSON-RPC client of a
+stdio server run in a thread of the test, over pipes standing in for stdin and stdout, so it can
+send what an SDK client never would (a replayed request id).
 """
 
 from __future__ import annotations
 
+import io
 import json
+import os
+import select
 import socket
+import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import anyio
+import pytest
 import uvicorn
 from mcp import MCPError, types
 from mcp.server.lowlevel.server import Server
@@ -157,3 +164,71 @@ def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]
     finally:
         http.should_exit = True
         thread.join(timeout=30)
+
+
+class PipedStdio:
+    """A raw JSON-RPC client of a stdio server, writing its stdin and reading its stdout."""
+
+    def __init__(
+        self, requests: io.BufferedWriter, replies: io.BufferedReader, serving: threading.Thread
+    ) -> None:
+        self._requests = requests
+        self._replies = replies
+        self._serving = serving
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Send one JSON-RPC message (``jsonrpc`` is added)."""
+        self._requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
+        self._requests.flush()
+
+    def reply(self, request_id: int) -> dict[str, Any]:
+        """The next message answering ``request_id`` (others are skipped).
+
+        Fails at once when the server has ended without it, else after 30 s.
+        """
+        deadline = time.monotonic() + 30
+        while True:
+            alive = self._serving.is_alive()  # read before looking: a last answer is still read
+            ready, _, _ = select.select([self._replies], [], [], 0.05)
+            if not ready:
+                assert alive, "the stdio server ended without answering"
+                assert time.monotonic() < deadline, "no reply from the stdio server"
+                continue
+            message: dict[str, Any] = json.loads(self._replies.readline())
+            if message.get("id") == request_id:
+                return message
+
+    def initialize(self) -> dict[str, Any]:
+        """Initialize the session as request 1; returns the server's ``initialize`` result."""
+        client = {"name": "test", "version": "1"}
+        initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        self.send({"id": 1, "method": "initialize", "params": initialize})
+        result: dict[str, Any] = self.reply(1)["result"]
+        self.send({"method": "notifications/initialized"})
+        return result
+
+
+@contextmanager
+def piped_stdio(serve: Callable[[], None], monkeypatch: pytest.MonkeyPatch) -> Iterator[PipedStdio]:
+    """Run ``serve`` (a blocking stdio server) in a thread, its stdin and stdout pipes of the test.
+
+    On leaving, closes its input and checks that the server returned at that end of input.
+    """
+    read_in, write_in = os.pipe()
+    read_out, write_out = os.pipe()
+    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
+    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
+    monkeypatch.setattr(sys, "stdin", stdin)
+    monkeypatch.setattr(sys, "stdout", stdout)
+    serving = threading.Thread(target=serve)
+    serving.start()
+    replies = os.fdopen(read_out, "rb")
+    requests = os.fdopen(write_in, "wb")
+    try:
+        yield PipedStdio(requests, replies, serving)
+    finally:
+        requests.close()  # end of input: the server returns
+        serving.join(timeout=30)
+        for stream in (stdin, stdout, replies):
+            stream.close()
+    assert not serving.is_alive(), "the stdio server did not return at the end of its input"

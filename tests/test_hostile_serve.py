@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import io
 import json
 import logging
 import os
-import select
 import subprocess
 import sys
 import threading
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from ownloop.cli import main
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
 from ownloop.policy import Policy, allow_writes
 from ownloop.store import MemoryRunStore, SqliteRunStore
+from tests.mcp_hostile import piped_stdio
 
 
 class Bank:
@@ -75,6 +75,14 @@ async def _until_a_transfer_starts(bank: Bank) -> None:
             return
         await asyncio.sleep(0.01)
     raise AssertionError("the transfer never started")
+
+
+async def _bounded(repeat: Awaitable[Any]) -> Any:
+    """A repeat that must come back while its write is held (after ``repeat_wait_s``, 0.05 s).
+
+    Bounded at 5 s, so a repeat that waits for the write fails in seconds, not at the write's 30.
+    """
+    return await asyncio.wait_for(repeat, 5)
 
 
 def _server(tmp_path: Path, bank: Bank, policy: Policy | None = None) -> RegistryServer:
@@ -393,10 +401,12 @@ def test_a_repeat_waits_bounded_and_another_process_never_reruns(
 
     async def scenario() -> list[Any]:
         first = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        await _until_a_transfer_starts(bank)
-        waited = await server.call("transfer", arguments, key=key)
-        other = await elsewhere.call("transfer", arguments, key=key)
-        bank.release.set()
+        try:
+            await _until_a_transfer_starts(bank)
+            waited = await _bounded(server.call("transfer", arguments, key=key))
+            other = await elsewhere.call("transfer", arguments, key=key)
+        finally:
+            bank.release.set()
         return [waited, other, await first]
 
     waited, other, first = asyncio.run(scenario())
@@ -594,9 +604,11 @@ def test_a_resumed_call_is_awaited_whole_and_its_repeat_waits_bounded(tmp_path: 
         await server.store.submit_approval(facts["run_id"], approval)
         bank.release.clear()
         resumed = asyncio.ensure_future(server.call("transfer", arguments, key=key))
-        await _until_a_transfer_starts(bank)
-        repeat = await server.call("transfer", arguments, key=key)
-        bank.release.set()
+        try:
+            await _until_a_transfer_starts(bank)
+            repeat = await _bounded(server.call("transfer", arguments, key=key))
+        finally:
+            bank.release.set()
         return [repeat, await resumed]
 
     repeat, resumed = asyncio.run(scenario())
@@ -613,43 +625,12 @@ def test_serving_over_stdio_in_this_process(
     """run_stdio speaks JSON-RPC over stdin and stdout: initialize, list, call, end at EOF."""
     bank = Bank()
     server = _server(tmp_path, bank)
-    read_in, write_in = os.pipe()
-    read_out, write_out = os.pipe()
-    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
-    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
-    monkeypatch.setattr(sys, "stdin", stdin)
-    monkeypatch.setattr(sys, "stdout", stdout)
-    serving = threading.Thread(target=server.run_stdio)
-    serving.start()
-    replies = os.fdopen(read_out, "rb")
-    requests = os.fdopen(write_in, "wb")
-
-    def send(message: dict[str, Any]) -> None:
-        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        requests.flush()
-
-    def reply(request_id: int) -> dict[str, Any]:
-        while True:
-            ready, _, _ = select.select([replies], [], [], 30)
-            assert ready, "no reply from the stdio server"
-            message: dict[str, Any] = json.loads(replies.readline())
-            if message.get("id") == request_id:
-                return message
-
-    client = {"name": "test", "version": "1"}
-    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
-    send({"id": 1, "method": "initialize", "params": initialize})
-    assert reply(1)["result"]["serverInfo"]["name"] == "ownloop"
-    send({"method": "notifications/initialized"})
-    send({"id": 2, "method": "tools/list"})
-    listed = {tool["name"] for tool in reply(2)["result"]["tools"]}
-    assert listed == {"balance", "transfer", "wire"}
-    call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
-    send({"id": 3, "method": "tools/call", "params": call})
-    assert reply(3)["result"]["structuredContent"] == {"transferred": 5}
-    requests.close()  # end of input: the server returns
-    serving.join(timeout=30)
-    assert not serving.is_alive()
-    for stream in (stdin, stdout, replies):
-        stream.close()
+    with piped_stdio(server.run_stdio, monkeypatch) as client:
+        assert client.initialize()["serverInfo"]["name"] == "ownloop"
+        client.send({"id": 2, "method": "tools/list"})
+        listed = {tool["name"] for tool in client.reply(2)["result"]["tools"]}
+        assert listed == {"balance", "transfer", "wire"}
+        call = {"name": "transfer", "arguments": {"account": "a1", "amount": 5}}
+        client.send({"id": 3, "method": "tools/call", "params": call})
+        assert client.reply(3)["result"]["structuredContent"] == {"transferred": 5}
     assert len(bank.transfers) == 1

@@ -10,22 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
-import json
-import os
-import select
-import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from mcp import types
 
-from ownloop import Actor, Approval, ConfigurationError, ToolRegistry
+from ownloop import Actor, Approval, ConfigurationError, ToolRegistry, ToolSpec
 from ownloop.identity import canonical_text, encode
 from ownloop.mcp import IDEMPOTENCY_META_KEY, RegistryServer, served_call_key
-from ownloop.policy import Policy, allow_writes
+from ownloop.policy import Allow, Decision, Deny, Policy, allow_writes, require_approval_for
 from ownloop.store import MemoryRunStore, SqliteRunStore
+from tests.mcp_hostile import piped_stdio
 
 ACTOR = Actor(id="ops-bot", roles=("ops",))
 
@@ -470,49 +468,21 @@ def test_a_server_has_its_documented_defaults() -> None:
 def test_a_request_replayed_on_its_connection_is_answered_from_its_run(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The same tools/call id sent twice on one stdio connection performs the write once."""
+    """A tools/call id sent twice on one stdio connection writes once; another id, again."""
+    # The SDK builds a ServerSession for each request; the session is known by the connection
+    # it holds, `_connection` (private in mcp 2.3). An mcp release without it gives each request
+    # a session of its own, and this replay runs twice: this test is what says so.
     ran: list[frozenset[str]] = []
     server = RegistryServer(_labeller(ran), store=MemoryRunStore(), policy=allow_writes("label"))
-    read_in, write_in = os.pipe()
-    read_out, write_out = os.pipe()
-    stdin = io.TextIOWrapper(os.fdopen(read_in, "rb"), "utf-8")
-    stdout = io.TextIOWrapper(os.fdopen(write_out, "wb"), "utf-8")
-    monkeypatch.setattr(sys, "stdin", stdin)
-    monkeypatch.setattr(sys, "stdout", stdout)
-    serving = threading.Thread(target=server.run_stdio)
-    serving.start()
-    replies = os.fdopen(read_out, "rb")
-    requests = os.fdopen(write_in, "wb")
-
-    def send(message: dict[str, Any]) -> None:
-        requests.write(json.dumps({"jsonrpc": "2.0", **message}).encode() + b"\n")
-        requests.flush()
-
-    def reply(request_id: int) -> dict[str, Any]:
-        while True:
-            ready, _, _ = select.select([replies], [], [], 30)
-            assert ready, "no reply from the stdio server"
-            message: dict[str, Any] = json.loads(replies.readline())
-            if message.get("id") == request_id:
-                return message
-
-    client = {"name": "test", "version": "1"}
-    initialize = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
-    send({"id": 1, "method": "initialize", "params": initialize})
-    reply(1)
-    send({"method": "notifications/initialized"})
     call = {"name": "label", "arguments": {"labels": ["a"]}}
     answers = []
-    for _ in range(2):
-        send({"id": 3, "method": "tools/call", "params": call})
-        answers.append(reply(3)["result"])
-    requests.close()
-    serving.join(timeout=30)
-    assert not serving.is_alive()
-    for stream in (stdin, stdout, replies):
-        stream.close()
-    assert [answer["content"][0]["text"] for answer in answers] == ["labelled", "labelled"]
-    assert ran == [frozenset({"a"})]
+    with piped_stdio(server.run_stdio, monkeypatch) as client:
+        client.initialize()
+        for request in (3, 3, 4):  # a replay, then another request of the same call
+            client.send({"id": request, "method": "tools/call", "params": call})
+            answers.append(client.reply(request)["result"])
+    assert [answer["content"][0]["text"] for answer in answers] == ["labelled"] * 3
+    assert ran == [frozenset({"a"})] * 2
 
 
 def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
@@ -532,3 +502,62 @@ def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
 
     asyncio.run(scenario())
     assert ran == [frozenset({"a"}), frozenset({"k1"}), frozenset({"k2"})]
+
+
+def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() -> None:
+    """A resumed call the policy denies ends failed, though its run still lists its request."""
+    frozen: list[bool] = []
+
+    def freeze(actor: Actor | None, spec: ToolSpec, arguments: Any) -> Decision:
+        return Deny("payments are frozen") if arguments is not None and frozen else Allow()
+
+    policy = allow_writes("pay") & require_approval_for("pay") & Policy(freeze, "freeze")
+    store = MemoryRunStore()
+    server = RegistryServer(_outcomes(), store=store, policy=policy)
+
+    async def scenario() -> Any:
+        facts = (await server.call("pay", {"n": 2})).structured_content
+        assert facts is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await store.submit_approval(facts["run_id"], approval)
+        frozen.append(True)  # the same policy (same digest) now refuses the call
+        answer = await server.call("pay", {"n": 2})
+        stored = await store.get(facts["run_id"])
+        assert stored is not None
+        assert stored.snapshot.result is not None
+        assert stored.snapshot.result.approval_requests  # the request it paused with stays
+        assert stored.snapshot.result.receipts == ()  # never performed
+        return facts, answer
+
+    facts, answer = asyncio.run(scenario())
+    assert answer.is_error
+    assert answer.content[0].text == "The call was not performed: 'pay' denied: payments are frozen"
+    assert answer.structured_content == {
+        "run_id": facts["run_id"],
+        "status": "failed",
+        "stop_reason": "tool_denied",
+    }
+
+
+class _Session:
+    """A session object that holds no ``_connection`` (as another SDK's might)."""
+
+
+def test_a_session_holding_no_connection_is_the_session_itself() -> None:
+    """Where the SDK's session object holds no connection, request ids are per that object."""
+    ran: list[frozenset[str]] = []
+    server = RegistryServer(_labeller(ran), store=MemoryRunStore(), policy=allow_writes("label"))
+    entry = server.server().get_request_handler("tools/call")
+    assert entry is not None
+    params = types.CallToolRequestParams(name="label", arguments={"labels": ["a"]})
+    one, two = _Session(), _Session()
+
+    async def scenario() -> list[Any]:
+        return [
+            await entry.handler(SimpleNamespace(session=session, request_id=1), params)
+            for session in (one, one, two)
+        ]
+
+    answers = asyncio.run(scenario())
+    assert [answer.content[0].text for answer in answers] == ["labelled"] * 3
+    assert ran == [frozenset({"a"})] * 2  # one's replay is answered from its run; two's runs

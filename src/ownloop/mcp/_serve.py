@@ -275,16 +275,17 @@ class RegistryServer:
 
         if await get(1) is None:
             return None
-        low, high = 1, 2
-        while await get(high) is not None:
-            low, high = high, high * 2
-        while high - low > 1:
-            middle = (low + high) // 2
-            if await get(middle) is None:
-                high = middle
-            else:
-                low = middle
-        return await get(low)
+        high = 2
+        while await get(high) is not None:  # generations are 1..n: find a power of two above n
+            high = high * 2
+        # n is in [high // 2, high): add its lower binary digits, largest first. A halving step
+        # ends the search whatever the lookups answer (no mutant of it loops for ever, either).
+        latest, step = high // 2, high // 4
+        while step:
+            if await get(latest + step) is not None:
+                latest = latest + step
+            step = step // 2
+        return await get(latest)
 
     def _remember(self, request: str, run_id: str) -> None:
         self._requests[request] = run_id
