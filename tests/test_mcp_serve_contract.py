@@ -561,3 +561,64 @@ def test_a_session_holding_no_connection_is_the_session_itself() -> None:
     answers = asyncio.run(scenario())
     assert [answer.content[0].text for answer in answers] == ["labelled"] * 3
     assert ran == [frozenset({"a"})] * 2  # one's replay is answered from its run; two's runs
+
+
+def _transfers(version: int, ran: list[int]) -> ToolRegistry:
+    registry = ToolRegistry()
+    if version == 1:
+
+        @registry.tool(effect="write")
+        def transfer(amount: int) -> str:
+            """Move money.
+
+            Args:
+                amount: How much.
+            """
+            ran.append(amount)
+            return "moved"
+
+    else:
+
+        @registry.tool(effect="write")
+        def transfer(amount: int, memo: str = "") -> str:  # the redeploy
+            """Move money, with a memo.
+
+            Args:
+                amount: How much.
+                memo: What for.
+            """
+            ran.append(amount)
+            return "moved"
+
+    return registry
+
+
+def test_an_approved_call_paused_before_a_deploy_is_answered_not_performed() -> None:
+    """A paused call whose tool changed since is answered "not performed", typed, and not run."""
+    ran: list[int] = []
+    store = MemoryRunStore()
+    document = {"allowed_writes": ["transfer"], "approval_required": ["transfer"]}
+
+    def server(version: int) -> RegistryServer:
+        policy = Policy.from_document(document)
+        return RegistryServer(_transfers(version, ran), store=store, policy=policy)
+
+    async def scenario() -> tuple[Any, Any]:
+        facts = (await server(1).call("transfer", {"amount": 5})).structured_content
+        assert facts is not None
+        approval = Approval(request_id=facts["request_id"], approved=True, approver="ops")
+        await store.submit_approval(facts["run_id"], approval)
+        return facts, await server(2).call("transfer", {"amount": 5})
+
+    facts, answer = asyncio.run(scenario())
+    assert answer.is_error
+    assert answer.structured_content == {"status": "not_performed"}
+    text = answer.content[0].text
+    assert text.startswith(
+        f"The call was not performed: run {facts['run_id']} was recorded with another "
+        "configuration: tool 'transfer' signature (its schema or options changed) differ."
+    )
+    assert ran == []
+    stored = asyncio.run(store.get(facts["run_id"]))
+    assert stored is not None
+    assert stored.snapshot.state == "paused"  # an operator can still resume or settle it

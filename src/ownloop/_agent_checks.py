@@ -248,9 +248,10 @@ def check_configuration(
     """
     changes = configuration_changes(snapshot, versions, limits, [spec.name for spec in offered])
     if changes and not accept:
+        recorded, now = snapshot.versions.policy_digest, versions.policy_digest
+        digests = f" (policy_digest {recorded}, now {now})" if recorded != now else ""
         raise ConfigurationError(
-            f"run {snapshot.run_id} was recorded with another configuration "
-            f"(policy_digest {snapshot.versions.policy_digest}, now {versions.policy_digest}): "
+            f"run {snapshot.run_id} was recorded with another configuration{digests}: "
             f"{'; '.join(changes)} differ. Resume it with the agent it ran with, or pass "
             f"accept_changes=True to continue under this one (recorded in the trace)."
         )

@@ -265,6 +265,8 @@ class RegistryServer:
             return _error("This call is still being performed; ask again later.")
         except (RunLeased, StaleCheckpoint):
             return _error("this call is being served already; try again shortly")
+        except ConfigurationError as error:  # e.g. paused under tools or a policy since changed
+            return _error(f"The call was not performed: {error}", {"status": "not_performed"})
         return _answer(result)
 
     async def _latest(self, identity: str) -> StoredRun | None:
