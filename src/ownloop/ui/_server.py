@@ -80,7 +80,7 @@ async def serve(
         server_holder.append(server)
     on_ready(address(app, host, bound_port))
     sse = sys.modules.get("sse_starlette.sse")
-    exiting = getattr(getattr(sse, "AppStatus", None), "should_exit", False)
+    exiting = sse.AppStatus.should_exit if sse is not None else False
     try:
         await server.serve(sockets=[sock])
     finally:
