@@ -24,6 +24,7 @@ from ownloop.policy import (
 )
 from ownloop.store import SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
+from ownloop.validators import requires_check_before
 
 
 def _registry(executed: Counter[str]) -> ToolRegistry:
@@ -264,6 +265,26 @@ def test_accepted_changes_continue_and_are_recorded_in_the_trace() -> None:
     assert changed.changes == ("limits (max_steps)",)
     assert changed.recorded_digest == paused.versions.policy_digest  # type: ignore[attr-defined]
     assert changed.digest == done.versions.policy_digest != changed.recorded_digest
+
+
+@pytest.mark.parametrize("on_denied", ["fail", "observe"])
+def test_a_paused_call_the_new_policy_denies_leaves_no_request_waiting(on_denied: str) -> None:
+    """A paused write denied on resume ends its request: the result lists no approval to give."""
+    _, paused = _paused()
+    executed = Counter[str]()
+    other = _resumer(executed, policy=allow_tools("look"), on_denied=on_denied)
+    done = other.resume_sync(paused, approvals=_approve(paused), accept_changes=True)  # type: ignore[arg-type]
+    expected = RunStatus.FAILED if on_denied == "fail" else RunStatus.COMPLETED
+    assert (done.status, done.approval_requests, executed) == (expected, (), Counter())
+
+
+def test_a_paused_call_a_new_precondition_rejects_leaves_no_request_waiting() -> None:
+    """A paused write that a precondition now rejects is refused and waits for no approval."""
+    _, paused = _paused()
+    executed = Counter[str]()
+    other = _resumer(executed, preconditions=[requires_check_before(tool="refund", check="look")])
+    done = other.resume_sync(paused, approvals=_approve(paused), accept_changes=True)  # type: ignore[arg-type]
+    assert (done.status, done.approval_requests, executed) == (RunStatus.COMPLETED, (), Counter())
 
 
 def test_an_identical_configuration_resumes_without_an_event() -> None:
