@@ -94,7 +94,7 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
     paused = pause_sqlite(database, RUNS)
     digest = paused["refund-approve"].approval_requests[0].digest
     expect = sync_api.expect
-    with live_server(database, approver="alice", answer_delay_s=1.0) as server:
+    with live_server(database, approver="alice", hold_answers=True) as server:
         page.goto(server.address("/approvals"))
         assert page.url == f"{server.base}/approvals"  # the token left the address bar
         assert page.evaluate("document.cookie") == ""  # HttpOnly: no script can read it
@@ -109,7 +109,8 @@ def test_approve_and_deny_in_the_browser(page: Any, tmp_path: Path) -> None:
         approve.locator("input[name=reason]").fill("order checked by phone")
         approve.locator("button.approve").click()
         page.wait_for_url(f"{server.base}/runs/refund-approve")
-        expect(page.locator("#resuming")).to_be_visible()  # the model answers after 1 s
+        expect(page.locator("#resuming")).to_be_visible()  # the model's answer is held
+        server.release_answers()
         expect(page.locator("#run-status")).to_have_text("completed", timeout=20_000)
         expect(page.locator("#resuming")).to_have_count(0, timeout=20_000)  # the resume ended
         # nobody navigated: the page reloaded itself when the stored run changed. The new

@@ -30,8 +30,14 @@ SCRIPT = "<script>window.__pwned = 1; alert(1)</script>"
 IMAGE = '<img src=x onerror="window.__pwned = 2">'
 
 
-def refund_agent(store: RunStore, ledger: list[str], answer_delay_s: float = 0.0) -> Agent:
-    """An agent that refunds what the task says, once a person approves the exact call."""
+def refund_agent(
+    store: RunStore, ledger: list[str], answer_gate: threading.Event | None = None
+) -> Agent:
+    """An agent that refunds what the task says, once a person approves the exact call.
+
+    With ``answer_gate``, the model's answer after the refund waits until the gate is set (at
+    most a minute), so a test sees the resume in progress for as long as it needs.
+    """
     registry = ToolRegistry()
 
     @registry.tool(effect="write", requires_approval=True)
@@ -50,7 +56,7 @@ def refund_agent(store: RunStore, ledger: list[str], answer_delay_s: float = 0.0
     async def respond(request: ModelRequest) -> ModelResponse:
         observed = [m for m in request.messages if isinstance(m, ToolMessage)]
         if observed:
-            await asyncio.sleep(answer_delay_s)
+            await _opened(answer_gate)
             return final(f"Done: {observed[-1].content}")
         task = next(m.content for m in request.messages if isinstance(m, UserMessage))
         _, order_id, amount, note = task.split(" ", 3)
@@ -63,6 +69,14 @@ def refund_agent(store: RunStore, ledger: list[str], answer_delay_s: float = 0.0
         store=store,
         lease_ttl_s=30,
     )
+
+
+async def _opened(gate: threading.Event | None) -> None:
+    """Wait, without blocking the loop, until ``gate`` is set (at most a minute)."""
+    for _ in range(6000):
+        if gate is None or gate.is_set():
+            return
+        await asyncio.sleep(0.01)
 
 
 async def pause(store: RunStore, runs: dict[str, str]) -> dict[str, RunResult]:
@@ -94,10 +108,12 @@ class LiveServer:
         app: The app, once started.
     """
 
-    def __init__(self, path: Path, approver: str, answer_delay_s: float) -> None:
+    def __init__(self, path: Path, approver: str, hold_answers: bool) -> None:
         self._path = path
         self._approver = approver
-        self._delay = answer_delay_s
+        self._answers = threading.Event()
+        if not hold_answers:
+            self._answers.set()
         self._ready = threading.Event()
         self._servers: list[uvicorn.Server] = []
         self.url = ""
@@ -107,7 +123,7 @@ class LiveServer:
 
     async def _main(self) -> None:
         async with SqliteRunStore(self._path) as store:
-            agent = refund_agent(store, self.ledger, self._delay)
+            agent = refund_agent(store, self.ledger, self._answers)
             self.app = create_app(store, approver=self._approver, resume=agent.resume, poll_s=0.1)
 
             def ready(url: str) -> None:
@@ -122,8 +138,13 @@ class LiveServer:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        self._answers.set()
         self._servers[0].should_exit = True
         self._thread.join(20)
+
+    def release_answers(self) -> None:
+        """Let the model answer the resumes it holds (``hold_answers=True``)."""
+        self._answers.set()
 
     @property
     def base(self) -> str:
@@ -137,10 +158,13 @@ class LiveServer:
 
 @contextmanager
 def live_server(
-    path: Path, approver: str = "alice", answer_delay_s: float = 0.0
+    path: Path, approver: str = "alice", hold_answers: bool = False
 ) -> Iterator[LiveServer]:
-    """Serve the UI over the SQLite store at ``path`` until the block ends."""
-    with LiveServer(path, approver, answer_delay_s) as server:
+    """Serve the UI over the SQLite store at ``path`` until the block ends.
+
+    With ``hold_answers``, a resumed run's final answer waits for `LiveServer.release_answers`.
+    """
+    with LiveServer(path, approver, hold_answers) as server:
         yield server
 
 
