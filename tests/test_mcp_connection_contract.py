@@ -464,7 +464,7 @@ def test_refused_reconnects_stay_transient_and_each_spends_the_budget() -> None:
 def test_a_listing_that_does_not_answer_in_time_is_a_tool_definition_error() -> None:
     """A listing is bounded by call_timeout_s, at start-up as in a refresh."""
     hostile = Hostile(tool("a"))
-    hostile.list_delay_s = 60
+    hostile.list_delay_s = 5  # long past the bound, yet an unbounded listing fails in seconds
     record = InProcessServer(name="slow", server=hostile.server(), call_timeout_s=0.2)
     with pytest.raises(ToolDefinitionError) as failed:
         MCPToolset(record).start()
@@ -562,6 +562,7 @@ def test_close_returns_once_the_session_has_ended_by_itself() -> None:
                 await connection.close()
                 assert (transport.closed, transport.exits) == (1, [None])
                 await connection.close()  # again: nothing left to close
+                await Connection(record, _unchanged).close()  # never opened: nothing to close
 
     anyio.run(scenario)
     assert transport.opened == transport.closed == 1
@@ -639,3 +640,30 @@ def test_an_http_server_that_went_away_spends_the_budget_on_reconnecting() -> No
         "TransientToolError: MCP server 'web' is disconnected and its reconnect budget (1) is spent"
     )
     assert hostile.calls == []
+
+
+def test_a_dropped_session_slow_to_close_does_not_hold_up_the_reconnect() -> None:
+    """After a lost connection the next call reconnects at once, while the old one still closes."""
+    hostile = Hostile(tool("cut"), tool("look"))
+    transport, record = _cuttable(hostile, effects={"cut": "read", "look": "read"})
+    with MCPToolset(record) as tools:
+        transport.hang_on_exit = True  # the lost session never finishes closing
+        model = ScriptedModel([tool_call("cut"), tool_call("look"), final("ok")])
+        result = Agent(model, tools).run_sync("r")
+        transport.hang_on_exit = False
+        assert transport.closed == 0
+    assert [r.status for r in result.receipts] == ["error", "ok"]
+    assert transport.opened == 2
+    assert transport.closed == 2  # the toolset's close ended both
+
+
+def test_a_refresh_after_a_lost_connection_reconnects() -> None:
+    """A listing, like a call, reopens a dropped connection (within the budget)."""
+    hostile = Hostile(tool("cut"))
+    transport, record = _cuttable(hostile, effects={"cut": "read"}, max_reconnects=1)
+    with MCPToolset(record) as tools:
+        Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+        hostile.tools["more"] = tool("more")
+        tools.refresh()
+        assert list(tools.names()) == ["cut", "more"]
+    assert transport.opened == 2

@@ -112,9 +112,9 @@ class Connection:
 
         The session ends as it would on its own (an HTTP session is deleted, a stdio server's
         input closed), waited for at most ``startup_timeout_s``; one that has not ended by then
-        (a server or transport that never finishes closing) is cancelled.
+        (a server or transport that never finishes closing) is cancelled. The holding task
+        clears the session as it leaves.
         """
-        self._client = None
         holding = self._holding
         if holding is None:
             return
