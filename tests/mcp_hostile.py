@@ -133,7 +133,8 @@ def text_result(text: str) -> types.CallToolResult:
 def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]:
     """Serve ``server`` over Streamable HTTP on a free loopback port, in a thread of this process.
 
-    Yields its URL and the headers of every HTTP request it receives.
+    Yields its URL and the headers of every HTTP request it receives (with its method as the
+    pseudo-header ``:method``).
     """
     assert not AppStatus.should_exit, (
         "sse_starlette's process-wide AppStatus.should_exit is set (a uvicorn server in this "
@@ -146,12 +147,17 @@ def over_http(server: Server[Any]) -> Iterator[tuple[str, list[dict[str, str]]]]
     async def recording(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             seen.append({k.decode(): v.decode() for k, v in scope["headers"]})
+            seen[-1][":method"] = scope["method"]
         await app(scope, receive, send)
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = uvicorn.Config(recording, host="127.0.0.1", port=port, log_level="warning")
+    # A stream a client still holds open (its session's GET) is cut 0.5 s into the exit, not
+    # waited for: a test may stop the server under a live session.
+    config = uvicorn.Config(
+        recording, host="127.0.0.1", port=port, log_level="warning", timeout_graceful_shutdown=0.5
+    )
     http = uvicorn.Server(config)
     thread = threading.Thread(target=http.run, daemon=True)
     thread.start()

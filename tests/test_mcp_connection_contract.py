@@ -22,11 +22,12 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.memory import create_client_server_memory_streams
 
 from ownloop import Agent, ConfigurationError, Limits, RunStatus, ToolDefinitionError
-from ownloop.mcp import IDEMPOTENCY_META_KEY, InProcessServer, MCPToolset, StdioServer
+from ownloop.mcp import IDEMPOTENCY_META_KEY, HttpServer, InProcessServer, MCPToolset, StdioServer
+from ownloop.mcp._connection import Connection
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
 from ownloop.tools import ExternalTool, ToolContext
-from tests.mcp_hostile import Hostile, text_result, tool
+from tests.mcp_hostile import Hostile, over_http, text_result, tool
 
 
 def _wait_for(condition: Callable[[], bool], what: str, bound_s: float = 30.0) -> None:
@@ -53,6 +54,8 @@ class Cuttable:
         self.exits: list[object] = []
         self.broken = False
         """Fail the next send with an OSError, as a network that went down for a moment."""
+        self.hang_on_exit = False
+        """Never return from closing unless cancelled, as a server that ignores its end."""
         self._stacks: dict[int, AsyncExitStack] = {}
         self._cuts: list[anyio.abc.ObjectSendStream[Any]] = []
 
@@ -92,8 +95,12 @@ class Cuttable:
 
     async def __aexit__(self, kind: object, *exc: object) -> None:
         self.exits.append(kind)
-        await self._stacks.pop(anyio.get_current_task().id).aclose()
-        self.closed += 1
+        try:
+            if self.hang_on_exit:
+                await anyio.sleep_forever()
+        finally:
+            await self._stacks.pop(anyio.get_current_task().id).aclose()
+            self.closed += 1
 
 
 class _Crashable:
@@ -457,7 +464,7 @@ def test_refused_reconnects_stay_transient_and_each_spends_the_budget() -> None:
 def test_a_listing_that_does_not_answer_in_time_is_a_tool_definition_error() -> None:
     """A listing is bounded by call_timeout_s, at start-up as in a refresh."""
     hostile = Hostile(tool("a"))
-    hostile.list_delay_s = 60
+    hostile.list_delay_s = 5  # long past the bound, yet an unbounded listing fails in seconds
     record = InProcessServer(name="slow", server=hostile.server(), call_timeout_s=0.2)
     with pytest.raises(ToolDefinitionError) as failed:
         MCPToolset(record).start()
@@ -537,3 +544,126 @@ def test_a_result_the_server_marks_as_an_error_is_an_error_receipt_of_the_call()
     (receipt,) = result.receipts
     assert (receipt.call_id, receipt.tool, receipt.status) == ("call-p_oops", "p_oops", "error")
     assert receipt.message == "it broke"
+
+
+async def _unchanged() -> None:
+    """The tool list never changes in these tests."""
+
+
+def test_close_returns_once_the_session_has_ended_by_itself() -> None:
+    """Connection.close lets the session end as it would on its own and returns after it has."""
+    transport, record = _cuttable(Hostile(tool("look")))
+
+    async def scenario() -> None:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                connection = Connection(record, _unchanged)
+                await connection.open(group)
+                await connection.close()
+                assert (transport.closed, transport.exits) == (1, [None])
+                await connection.close()  # again: nothing left to close
+                await Connection(record, _unchanged).close()  # never opened: nothing to close
+
+    anyio.run(scenario)
+    assert transport.opened == transport.closed == 1
+
+
+def test_a_session_that_never_finishes_closing_is_cancelled_at_the_bound() -> None:
+    """A transport that never returns from closing is cancelled after startup_timeout_s."""
+    transport, record = _cuttable(Hostile(tool("look")), startup_timeout_s=0.2)
+    transport.hang_on_exit = True
+    took: list[float] = []
+
+    async def scenario() -> None:
+        with anyio.fail_after(10):
+            async with anyio.create_task_group() as group:
+                connection = Connection(record, _unchanged)
+                await connection.open(group)
+                started = time.monotonic()
+                with anyio.fail_after(5):
+                    await connection.close()
+                took.append(time.monotonic() - started)
+                assert transport.exits == [None]  # it was asked to end, and did not
+
+    anyio.run(scenario)  # the holding task was cancelled, so its task group could end
+    assert 0.2 <= took[0] < 5
+    assert transport.closed == 1
+
+
+def test_closing_the_toolset_deletes_its_http_session() -> None:
+    """The toolset's close ends an HTTP session as the protocol says: with a DELETE request."""
+    hostile = Hostile(tool("look"))
+    with over_http(hostile.server()) as (url, seen):
+        with MCPToolset(HttpServer(name="web", url=url)):
+            opened = len(seen)
+        assert [headers[":method"] for headers in seen[opened:]] == ["DELETE"]
+    (session,) = {headers.get("mcp-session-id") for headers in seen[1:]}  # after initialize
+    assert session
+
+
+def test_timeouts_and_answered_errors_keep_the_session_and_spend_no_reconnect() -> None:
+    """A timeout, a refusal, a server error and an is_error result all reuse the one session."""
+    names = ("slow", "refuse", "fail", "oops", "look")
+    hostile = Hostile(*(tool(name) for name in names))
+    hostile.delays["slow"] = 60
+    hostile.errors.update(refuse=-32602, fail=-32603)
+    hostile.results["oops"] = text_result("it broke").model_copy(update={"is_error": True})
+    transport, record = _cuttable(
+        hostile, effects=dict.fromkeys(names, "read"), call_timeout_s=0.2, max_reconnects=0
+    )
+    with MCPToolset(record) as tools:
+        model = ScriptedModel([*(tool_call(name) for name in names), final("ok")])
+        result = Agent(model, tools).run_sync("r")
+        _wait_for(lambda: hostile.cancelled == 1, "the server to see the cancellation")
+    assert [r.status for r in result.receipts] == ["error", "error", "error", "error", "ok"]
+    assert hostile.names() == list(names)
+    assert (transport.opened, transport.exits) == (1, [None])  # closed once, by the toolset
+
+
+def test_an_http_server_that_went_away_spends_the_budget_on_reconnecting() -> None:
+    """HTTP connection errors count: the call is lost, each refused reconnect spends one."""
+    hostile = Hostile(tool("look"))
+    with over_http(hostile.server()) as (url, _):
+        record = HttpServer(name="web", url=url, effects={"look": "read"}, max_reconnects=1)
+        tools = MCPToolset(record).start()
+    try:  # the server has stopped: nothing listens on its port any more
+        model = ScriptedModel([tool_call("look"), tool_call("look"), tool_call("look"), final("?")])
+        result = Agent(model, tools, limits=Limits(max_tool_attempts=3)).run_sync("r")
+    finally:
+        tools.close()
+    lost, refused, spent = (str(event["message"]) for event in _finished(result))
+    assert lost.startswith("MCP call 'look' failed after it was sent: ")
+    assert refused.startswith(
+        "TransientToolError: reconnecting failed: MCP server 'web' failed to start: ConnectError: "
+    )
+    assert spent == (
+        "TransientToolError: MCP server 'web' is disconnected and its reconnect budget (1) is spent"
+    )
+    assert hostile.calls == []
+
+
+def test_a_dropped_session_slow_to_close_does_not_hold_up_the_reconnect() -> None:
+    """After a lost connection the next call reconnects at once, while the old one still closes."""
+    hostile = Hostile(tool("cut"), tool("look"))
+    transport, record = _cuttable(hostile, effects={"cut": "read", "look": "read"})
+    with MCPToolset(record) as tools:
+        transport.hang_on_exit = True  # the lost session never finishes closing
+        model = ScriptedModel([tool_call("cut"), tool_call("look"), final("ok")])
+        result = Agent(model, tools).run_sync("r")
+        transport.hang_on_exit = False
+        assert transport.closed == 0
+    assert [r.status for r in result.receipts] == ["error", "ok"]
+    assert transport.opened == 2
+    assert transport.closed == 2  # the toolset's close ended both
+
+
+def test_a_refresh_after_a_lost_connection_reconnects() -> None:
+    """A listing, like a call, reopens a dropped connection (within the budget)."""
+    hostile = Hostile(tool("cut"))
+    transport, record = _cuttable(hostile, effects={"cut": "read"}, max_reconnects=1)
+    with MCPToolset(record) as tools:
+        Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+        hostile.tools["more"] = tool("more")
+        tools.refresh()
+        assert list(tools.names()) == ["cut", "more"]
+    assert transport.opened == 2

@@ -57,7 +57,8 @@ class ServerOptions(BaseModel):
         idempotency_argument: A tool whose input schema declares this property receives the
             call's idempotency key there (the model never sees or fills it) and is marked
             idempotent. ``None`` turns this off.
-        startup_timeout_s: Seconds to connect and initialize (start-up of a stdio server).
+        startup_timeout_s: Seconds to connect and initialize (start-up of a stdio server), and
+            to wait for the session to end when the toolset closes.
         call_timeout_s: Seconds one call may take, unless the deadline comes first.
         max_reconnects: How many times a dropped connection (end of stream, broken pipe, the
             process gone, an HTTP connection error) is re-established over the toolset's

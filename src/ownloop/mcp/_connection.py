@@ -36,6 +36,19 @@ __all__ = ["Connection"]
 _STDERR_TAIL_BYTES = 4000
 
 
+class _Holding:
+    """One opening of the session and the signals of the task that holds it.
+
+    ``stop`` asks the task to leave the session, ``ended`` says it has, and ``scope`` cancels it
+    (when it does not end in time).
+    """
+
+    def __init__(self) -> None:
+        self.stop = anyio.Event()
+        self.ended = anyio.Event()
+        self.scope = anyio.CancelScope()
+
+
 class Connection:
     """The connection to one server; every coroutine here runs on the toolset's loop.
 
@@ -54,7 +67,7 @@ class Connection:
         self.reconnects_left = options.max_reconnects
         self._on_tools_changed = on_tools_changed
         self._client: Client | None = None
-        self._stop: anyio.Event | None = None
+        self._holding: _Holding | None = None
         self._stderr: IO[bytes] | None = None
         self._lock: anyio.Lock | None = None
 
@@ -74,15 +87,15 @@ class Connection:
         """
         if self._lock is None:
             self._lock = anyio.Lock()
-        stop = anyio.Event()
-        self._stop = stop
+        holding = _Holding()
+        self._holding = holding
         bound = self.options.startup_timeout_s
         try:
             with anyio.fail_after(bound):
-                client: Client = await task_group.start(self._hold, stop)
+                client: Client = await task_group.start(self._hold, holding)
         except Exception as error:
             self._client = None
-            stop.set()
+            holding.stop.set()
             detail = self.stderr_tail().strip()
             where = f"; its stderr ends with:\n{detail}" if detail else ""
             cause = _first(error)
@@ -95,10 +108,20 @@ class Connection:
         return client
 
     async def close(self) -> None:
-        """Ask the holding task to close the session and stop the server."""
-        if self._stop is not None:
-            self._stop.set()
-        self._client = None
+        """Close the session and stop the server; return when they ended, or at the bound.
+
+        The session ends as it would on its own (an HTTP session is deleted, a stdio server's
+        input closed), waited for at most ``startup_timeout_s``; one that has not ended by then
+        (a server or transport that never finishes closing) is cancelled. The holding task
+        clears the session as it leaves.
+        """
+        holding = self._holding
+        if holding is None:
+            return
+        holding.stop.set()
+        with anyio.move_on_after(self.options.startup_timeout_s):
+            await holding.ended.wait()
+        holding.scope.cancel()
 
     def release(self) -> None:
         """Close the stderr capture file (after the process has stopped)."""
@@ -106,22 +129,24 @@ class Connection:
             self._stderr.close()
             self._stderr = None
 
-    async def _hold(self, stop: anyio.Event, *, task_status: TaskStatus[Client]) -> None:
+    async def _hold(self, holding: _Holding, *, task_status: TaskStatus[Client]) -> None:
         started = False
         try:
-            async with AsyncExitStack() as resources:
-                client = await resources.enter_async_context(self._new_client(resources))
-                self._client = client
-                task_status.started(client)
-                started = True
-                await stop.wait()
+            with holding.scope:
+                async with AsyncExitStack() as resources:
+                    client = await resources.enter_async_context(self._new_client(resources))
+                    self._client = client
+                    task_status.started(client)
+                    started = True
+                    await holding.stop.wait()
         except Exception:
             if not started:
                 raise  # open() reports it
             # After start-up a dropped connection shows up on the next call.
         finally:
-            if self._stop is stop:
+            if self._holding is holding:
                 self._client = None
+            holding.ended.set()
 
     def _new_client(self, resources: AsyncExitStack) -> Client:
         options = self.options
@@ -172,8 +197,8 @@ class Connection:
 
     def dropped(self) -> None:
         """Mark the session as gone (a call failed in transport), so the next call reconnects."""
-        if self._stop is not None:
-            self._stop.set()
+        if self._holding is not None:
+            self._holding.stop.set()
         self._client = None
 
     async def list_tools(self, task_group: anyio.abc.TaskGroup) -> list[mcp_types.Tool]:
