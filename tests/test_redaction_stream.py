@@ -496,3 +496,45 @@ def test_a_pattern_anchored_at_the_start_holds_nothing_once_it_cannot_match() ->
     """`^foo` and digits, on text not starting with `foo`: nothing can be pending, all leaves."""
     streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"^foo\d+"))
     assert streamed.feed("a b ") == "a b "
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("\u0130stanbul1", "a \u0130stanbul1 b "),  # a dotted capital I lowers to two characters
+        (
+            "\u039a\u039b\u0395\u0399\u03a3",
+            "a \u039a\u039b\u0395\u0399\u03a3\u0391 b ",
+        ),  # a sigma, then a letter
+        (
+            "\u03c0\u03b1\u03c2\u03c2",
+            "a x\u03c0\u03b1\u03c2\u03c2 b ",
+        ),  # final sigmas inside a word
+        ("\u017fecret99", "a \u017fecret99 b "),
+        ("p\u0131n-code", "a p\u0131n-code b "),
+    ],
+)
+def test_a_learned_value_whose_case_mapping_is_not_one_for_one_never_leaks(
+    value: str, text: str
+) -> None:
+    """A value with a dotted I, a sigma, a long s or a dotless i is redacted at every cut."""
+    rules = Redactor().with_values(value)
+    whole = rules.redact_text(text)
+    assert value not in whole
+    for cut in range(len(text) + 1):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert whole.startswith(released[0])
+        assert "".join(released) == whole
+
+
+@pytest.mark.parametrize("spelt", ["p\u0131n", "P\u0130N", "PIN", "pin"])
+def test_a_case_insensitive_pattern_reads_a_dotless_i_as_re_does_at_every_cut(spelt: str) -> None:
+    """A case-insensitive `pin` pattern on `pin` spelt with a dotless i: held as `re` reads it."""
+    rules = Redactor(defaults=False).with_patterns(r"(?i)pin \d+")
+    text = f"my {spelt} 1234 ok "
+    whole = rules.redact_text(text)
+    assert "1234" not in whole
+    for cut in range(len(text) + 1):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert whole.startswith(released[0])
+        assert "".join(released) == whole

@@ -118,11 +118,12 @@ class _Rules:
         # The words to redact hold one of these literals; each group of them is found by its
         # common prefix (one fast `str.find` loop) and then told apart.
         self.words = _word_groups(anchors)
-        # Every literal that sends a text to a rule, lower-cased: a short text (folded) without
+        # Every literal that sends a text to a rule, folded as the text is (`fold_case`: a
+        # learned value with a dotted capital I or a sigma too): a short text (folded) without
         # any of them is released up to its last space as it is. None when a rule is ungated.
         literals = [literal for gate, _ in spanning for literal in gate]
         literals += hints
-        literals += (anchor.lower() for _, group in self.words for anchor in group)
+        literals += (fold_case(anchor) for _, group in self.words for anchor in group)
         self.quiet = (
             re.compile("|".join(map(re.escape, sorted(set(literals)))))
             if all(gate for gate, _ in spanning)
@@ -265,10 +266,14 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
     limit = end
     spans: Spans = []
     lowered = _utf8(fold_case(text))
+    # a rule ignoring case reads the text as `re` reads it: a dotless i or a dotted capital I is
+    # an i (`regex` reads neither so); positions unchanged
+    letters = fold_letters(text)
     for gate, rule in rules.spanning:
         if _holds_any(lowered, gate):
             tally.read += end
-            limit = min(limit, _settled(rule.finditer(text, partial=True), end, end, spans))
+            subject = letters if rule.flags & regex.IGNORECASE else text
+            limit = min(limit, _settled(rule.finditer(subject, partial=True), end, end, spans))
     assignment = rules.assignment
     # a key=value match holds its sign; without one, only a key the text ends on can start one
     if (
@@ -277,7 +282,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
         and _holds_any(lowered, assignment[0])
     ):
         # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
-        matches = _assignments(fold_letters(text), assignment[1], tally)
+        matches = _assignments(letters, assignment[1], tally)
         # a value with only whitespace after it may still change: `token = token ` grows into
         # `token = token x`, or its `token` turns out to be a key before its sign (`token = …`)
         limit = min(limit, _settled(matches, _skip_spaces_back(text, end), end, spans))
