@@ -7,6 +7,10 @@ what its searches read as `scanned` counts it); together they kill the mutants o
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
 from ownloop.redaction import Redactor, StreamRedactor
 
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
@@ -79,3 +83,33 @@ def test_a_learned_value_ending_in_a_space_is_released_redacted_up_to_its_end() 
     assert released == rules.redact_text("x pass word ")
     assert "pass" not in released
     assert streamed.held == len("more")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "reach"),
+    [
+        ([r"(?<=pin )\d+"], 4),
+        ([r"(?<!no )code"], 3),
+        ([r"\Aref"], 1),
+        ([r"(?m)^total"], 1),
+        ([r"\bword\b", r"plain$", r"x(?=abc)", r"x(?!abc)", r"[(?<=]x"], 0),
+        ([r"(?=(?<=ab)c)x"], 2),  # a look-behind inside a look-ahead
+        ([r"(a|(?<!xyz)b)"], 3),  # in an alternative of a group
+        ([r"(?>(?<=abcd)x)"], 4),  # in an atomic group
+        ([r"(?:(?<=ab)c)+"], 2),  # in a repeat
+        ([r"(a)?(?(1)(?<=qq)y|z)"], 2),  # in a conditional
+        ([r"(?<=a(?<=bc))d"], 3),  # nested: counted as the outer width and the inner's reach
+        ([re.compile(r"(?<= p i n ) \d+", re.VERBOSE)], 3),  # read with the pattern's flags
+        ([r"(?<=ab)c", r"(?<=abcde)f", r"\Ag"], 5),  # the farthest of them
+    ],
+)
+def test_the_stream_keeps_as_much_released_text_as_its_patterns_read_back(
+    patterns: list[str | re.Pattern[str]], reach: int
+) -> None:
+    """A piece is read after as many released characters as the patterns read before a match."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(*patterns))
+    assert streamed.feed("mmmm nnnn ") == "mmmm nnnn "
+    before = streamed.scanned
+    assert streamed.feed("kk ") == "kk "
+    # the kept characters and the piece, read once to find the cut and once by each pattern
+    assert streamed.scanned - before == (1 + len(patterns)) * (reach + len("kk "))
