@@ -579,3 +579,12 @@ def test_a_look_behind_reads_the_released_text_when_the_stream_cut_before_its_nu
     streamed = StreamRedactor(rules)
     assert streamed.feed("my pin ") + streamed.end() == "my pin "
     assert streamed.feed("1234 ") == "1234 "  # after the end, nothing is read back
+
+
+def test_a_look_behind_reads_back_across_several_released_pieces() -> None:
+    """`a `, `b `, `c ` released one by one, then digits: the look-behind reads all three."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=a b c )\d+")
+    released = stream(rules, ["a ", "b ", "c ", "1234 "])
+    assert released[:3] == ["a ", "b ", "c "]
+    assert "1234" not in released[3]
+    assert "".join(released) == rules.redact_text("a b c 1234 ")

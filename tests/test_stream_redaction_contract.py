@@ -113,3 +113,36 @@ def test_the_stream_keeps_as_much_released_text_as_its_patterns_read_back(
     assert streamed.feed("kk ") == "kk "
     # the kept characters and the piece, read once to find the cut and once by each pattern
     assert streamed.scanned - before == (1 + len(patterns)) * (reach + len("kk "))
+
+
+def test_a_cut_moved_out_of_one_match_into_an_earlier_one_moves_again() -> None:
+    """Moved before `two three`, the cut falls inside the value `one two`: it moves before that."""
+    rules = Redactor(defaults=False, values=["one two"], patterns=[r"two three", r"three \d+ x"])
+    streamed = StreamRedactor(rules)
+    # `three 12` may still become `three 12 x`: the cut goes before it, then before each match
+    assert streamed.feed("a one two three 12") == "a "
+    assert "a " + streamed.end() == rules.redact_text("a one two three 12")
+
+
+def test_a_long_run_after_the_kept_text_waits_until_it_doubled() -> None:
+    """After `pin ` is kept for a look-behind, a long run without spaces still waits to double."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"(?<=pin )\d+"))
+    assert streamed.feed("my pin ") == "my pin "
+    assert streamed.feed("x" * 300) == ""
+    scanned = streamed.scanned
+    assert streamed.feed("y") == ""
+    assert streamed.scanned == scanned  # not read again before 600 characters are held
+
+
+def test_a_cut_right_after_the_text_a_look_behind_reads_is_checked_with_that_text() -> None:
+    """`ab 12`, `ab ` read by a look-behind: the cut after `ab ` splits cleanly, `ab ` read too."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=ab )\d+")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("ab 12") == "ab "
+    assert "ab " + streamed.end() == rules.redact_text("ab 12")
+
+
+def test_a_case_sensitive_pattern_reads_a_dotless_i_as_itself() -> None:
+    """A `pin` pattern that keeps case never matches `pin` with a dotless i: nothing is held."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"pin \d+"))
+    assert streamed.feed("my p\u0131n ") == "my p\u0131n "

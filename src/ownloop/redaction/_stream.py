@@ -194,7 +194,7 @@ class StreamRedactor:
             (lambda: redactor) if isinstance(redactor, Redactor) else redactor
         )
         self._held = ""
-        self._context = ""  # the end of the released text, as long as a rule reads back
+        self._context = ""  # the end of the released text, as far as the rules read back
         self._rescan_at = 0
         self._known: tuple[Redactor, _Rules] | None = None
         self._tally = _Tally()
@@ -237,7 +237,7 @@ class StreamRedactor:
         quiet = rules.quiet
         tally = self._tally
         # released text a look-behind (or a start anchor) may still read, before the held text
-        context = self._context[len(self._context) - rules.reach :] if rules.reach else ""
+        context = self._context
         text = context + held
         tally.read += len(text)
         if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(text)):
@@ -264,8 +264,7 @@ class StreamRedactor:
         """Keep the held text after the cut, and as much of what is released as a rule reads."""
         self._held = held[cut:]
         if reach:
-            context = self._context + held[:cut]
-            self._context = context[len(context) - reach :]
+            self._context = (self._context + held[:cut])[-reach:]
         return released
 
     def end(self) -> str:
