@@ -250,10 +250,10 @@ class StreamRedactor:
         released = None
         if cut > len(context):
             window = text[len(context) : cut]
-            if spans and context:
+            if spans:  # a secret was found: the cut was checked against the whole (`_cut`)
                 released = _redact_after(context, window, redactor)
             else:
-                released = _redact_released(window, spans, rules, redactor, tally)
+                released = _redact_released(window, rules, redactor, tally)
         if released is None:
             if len(held) > RESCAN_FLOOR:
                 self._rescan_at = 2 * len(held)
@@ -435,8 +435,6 @@ def _redact_after(context: str, text: str, redactor: Redactor) -> str | None:
     The context and the text are redacted together, and the context's own redaction taken off
     the front; None when the result does not start with it (a match spans the two: hold).
     """
-    if not context:
-        return redactor.redact_text(text)
     known = redactor.redact_text(context)
     whole = redactor.redact_text(context + text)
     return whole[len(known) :] if whole.startswith(known) else None
@@ -472,17 +470,13 @@ def _reach_of(tree: Any) -> int:
     return reach
 
 
-def _redact_released(
-    text: str, spans: Spans, rules: _Rules, redactor: Redactor, tally: _Tally
-) -> str:
-    """Redact released text: whole when a rule that can span a space matched in it, else its words.
+def _redact_released(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> str:
+    """Redact released text in which no rule that can span a space matched: its words.
 
-    Only the words holding a word rule's literal or a literal secret are redacted then: such a
-    rule's match lies inside one word, and each window starts after a space and ends before one,
-    so redacting the windows alone equals redacting the whole text.
+    Only the words holding a word rule's literal or a literal secret are redacted: such a rule's
+    match lies inside one word, and each window starts after a space and ends before one, so
+    redacting the windows alone equals redacting the whole text.
     """
-    if spans:  # a secret was found: the cut was checked against the whole (`_splits_cleanly`)
-        return redactor.redact_text(text)
     hot: Spans = []
     for prefix, group in rules.words:
         need = _NEEDS.get(prefix)
