@@ -146,3 +146,14 @@ def test_a_case_sensitive_pattern_reads_a_dotless_i_as_itself() -> None:
     """A `pin` pattern that keeps case never matches `pin` with a dotless i: nothing is held."""
     streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"pin \d+"))
     assert streamed.feed("my p\u0131n ") == "my p\u0131n "
+
+
+def test_a_cut_between_a_marker_and_a_rule_reading_it_is_not_taken() -> None:
+    """A pattern reading a value's marker (`] now`): no cut between the value and `now` is kept."""
+    rules = Redactor(defaults=False, values=["open sesame"], patterns=[r"\] now"])
+    text = "say open sesame now"
+    streamed = StreamRedactor(rules)
+    # released alone, `say [redacted:…] ` and then `now` would never meet the pattern
+    assert streamed.feed(text) == ""
+    assert streamed.end() == rules.redact_text(text)
+    assert rules.redact_text(text) != rules.redact_text("say open sesame ") + "now"
