@@ -157,3 +157,22 @@ def test_a_cut_between_a_marker_and_a_rule_reading_it_is_not_taken() -> None:
     assert streamed.feed(text) == ""
     assert streamed.end() == rules.redact_text(text)
     assert rules.redact_text(text) != rules.redact_text("say open sesame ") + "now"
+
+
+@pytest.mark.parametrize(
+    ("rules", "text"),
+    [
+        (Redactor(defaults=False, values=["secretword", "] now"]), "say secretword now"),
+        (Redactor().with_patterns(r"\] now"), f"key {OPENAI_KEY} now"),
+        (Redactor(defaults=False, values=["open sesame", "] now"]), "say open sesame now"),
+    ],
+)
+def test_a_rule_reading_the_marker_of_a_word_before_the_cut_keeps_them_together(
+    rules: Redactor, text: str
+) -> None:
+    """A value or pattern that reads `] now` after a redacted word: no cut between the two."""
+    streamed = StreamRedactor(rules)
+    released = streamed.feed(text)
+    assert released == ""
+    assert released + streamed.end() == rules.redact_text(text)
+    assert rules.redact_text(text).count("[redacted:") == 2

@@ -18,7 +18,8 @@ scanned a bounded number of times (amortised) even when a long run without space
 
 Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
 syntax) or one whose alternatives let a complete match start inside a longer pending one may hold
-less than it should. When a match was found or is pending, a cut is also checked: both sides
+less than it should. When a match was found or is pending, or a word before the cut was
+redacted (a rule may read its marker), a cut is also checked: both sides
 redacted alone must give the whole's result, else nothing is released until the text ends.
 """
 
@@ -254,6 +255,9 @@ class StreamRedactor:
                 released = _redact_after(context, window, redactor)
             else:
                 released = _redact_released(window, rules, redactor, tally)
+                # a word redacted before the cut: its marker may be what a rule reads after it
+                if released != window and not _splits_cleanly(text, cut, redactor, rules.reach):
+                    released = None
         if released is None:
             if len(held) > RESCAN_FLOOR:
                 self._rescan_at = 2 * len(held)
