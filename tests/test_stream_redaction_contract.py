@@ -176,3 +176,13 @@ def test_a_rule_reading_the_marker_of_a_word_before_the_cut_keeps_them_together(
     assert released == ""
     assert released + streamed.end() == rules.redact_text(text)
     assert rules.redact_text(text).count("[redacted:") == 2
+
+
+def test_empty_matches_are_no_match_found() -> None:
+    """A pattern matching only the empty string finds nothing: secret words are redacted alone."""
+    streamed = StreamRedactor(Redactor().with_patterns(r"z*"))
+    text = f"({OPENAI_KEY}) plain "
+    assert streamed.feed(text) == Redactor().redact_text(text)
+    # the held text, once to find the cut and once by the pattern, then the bracket read back
+    # for the secret word's window (no window at all if an empty match counted as a match)
+    assert streamed.scanned == 2 * len(text) + 1
