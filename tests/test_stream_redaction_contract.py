@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from ownloop.redaction import Redactor, StreamRedactor
+from ownloop.redaction import RESCAN_FLOOR, Redactor, SecretPattern, StreamRedactor
 
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
 
@@ -186,3 +186,35 @@ def test_empty_matches_are_no_match_found() -> None:
     # the held text, once to find the cut and once by the pattern, then the bracket read back
     # for the secret word's window (no window at all if an empty match counted as a match)
     assert streamed.scanned == 2 * len(text) + 1
+
+
+def test_an_application_pattern_named_like_a_built_in_one_is_gated_by_its_own_hints() -> None:
+    """A pattern of the application's named `private_key` is tried on its hint, not on the PEM's."""
+    pin = SecretPattern("private_key", r"pin \d+", hints=["pin"])
+    rules = Redactor(defaults=False, patterns=[pin])
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("my pin ") == "my "
+    assert "my " + streamed.feed("1234 ok ") == rules.redact_text("my pin 1234 ok ")
+
+
+def test_text_released_at_once_is_kept_for_a_look_behind_too() -> None:
+    """`ab ` holds no literal and leaves at once, but a look-behind still reads it after."""
+    rules = Redactor(defaults=False, patterns=[SecretPattern("x", r"(?<=ab )\d{4}x", ["x"])])
+    released = stream(rules, ["ab ", "1234x "])
+    assert released[0] == "ab "
+    assert "1234" not in released[1]
+    assert "".join(released) == rules.redact_text("ab 1234x ")
+
+
+def test_held_text_is_rescanned_as_soon_as_it_has_doubled() -> None:
+    """Past the floor, the scan waits for twice the held length, and not one character more."""
+    streamed = StreamRedactor(Redactor())
+    run = "x" * (RESCAN_FLOOR + 1)
+    assert streamed.feed(run) == ""
+    assert streamed.feed("x" * RESCAN_FLOOR + " ") == run + "x" * RESCAN_FLOOR + " "
+
+
+def stream(rules: Redactor, pieces: list[str]) -> list[str]:
+    """Feed the pieces one by one; return what each released, then the rest at the end."""
+    streamed = StreamRedactor(rules)
+    return [*(streamed.feed(piece) for piece in pieces), streamed.end()]
