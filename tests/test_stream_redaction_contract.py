@@ -218,3 +218,11 @@ def stream(rules: Redactor, pieces: list[str]) -> list[str]:
     """Feed the pieces one by one; return what each released, then the rest at the end."""
     streamed = StreamRedactor(rules)
     return [*(streamed.feed(piece) for piece in pieces), streamed.end()]
+
+
+def test_held_text_at_the_floor_is_rescanned_at_the_next_piece_by_every_rule() -> None:
+    """With a rule tried on every text, 256 characters held are still rescanned at once."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"q\d q"))
+    run = "x" * RESCAN_FLOOR
+    assert streamed.feed(run) == ""
+    assert streamed.feed(" ") == run + " "
