@@ -391,3 +391,47 @@ def test_a_value_that_is_itself_a_key_before_its_sign_leaves_that_key_its_value(
     redacted = Redactor().redact_text("token = password = hunter2hunter2 ")
     assert "hunter2" not in redacted
     assert redacted.startswith("token = password = [redacted:")
+
+
+def _cased_characters() -> str:
+    """Every character of the Basic Multilingual Plane that has a case, with its case partners."""
+    chars = {chr(code) for code in range(0x10000) if not 0xD800 <= code < 0xE000}
+    cased = {char for char in chars if char.lower() != char or char.upper() != char}
+    cased |= {partner for char in cased for partner in char.lower() + char.upper()}
+    return "".join(sorted(cased | set("\u0131\u017f\u03c2\u00b5\u0345\u1fbe\u1e9b\ufb05\ufb06")))
+
+
+def test_fold_case_tells_apart_exactly_what_case_insensitive_re_tells_apart() -> None:
+    """Two characters fold alike exactly when `re` ignoring case reads them as one, only then."""
+    from ownloop.redaction._patterns import fold_case
+
+    pool = _cased_characters()
+    folded = fold_case(pool)
+    assert len(folded) == len(pool)  # one character for one: positions stay
+    assert folded == "".join(fold_case(char) for char in pool)  # no context (final sigma)
+    classes: dict[str, set[str]] = {}
+    for char, fold in zip(pool, folded, strict=True):
+        classes.setdefault(fold, set()).add(char)
+    for char, fold in zip(pool, folded, strict=True):
+        assert set(re.findall(re.escape(char), pool, re.IGNORECASE)) == classes[fold], char
+    assert fold_case("Straße ΚΛΕΙΣ") == "straße κλεισ"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text"),
+    [
+        (
+            SecretPattern(
+                "code", r"(?i)\u03ba\u03c9\u03b4\u03b9\u03ba\u03bf\u03c2\d+", ["ΚΩΔΙΚΟΣ"]
+            ),
+            "the \u03ba\u03c9\u03b4\u03b9\u03ba\u03bf\u03c31234 here",
+        ),
+        (SecretPattern("id", r"\u0130d\d+", hints=["\u0130d"]), "an \u0130d1234 here"),
+        (SecretPattern("sid", r"(?i)\u017fid\d+", hints=["\u017fid"]), "a SID1234 here"),
+    ],
+)
+def test_a_hint_is_found_wherever_its_pattern_matches(pattern: SecretPattern, text: str) -> None:
+    """A hint with a final sigma, a dotted capital I or a long s still lets its pattern run."""
+    assert pattern.regex.search(text)
+    redacted = Redactor(defaults=False, patterns=[pattern]).redact_text(text)
+    assert "1234" not in redacted

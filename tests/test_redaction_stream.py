@@ -231,12 +231,12 @@ def test_a_redactor_without_rules_releases_text_as_it_is() -> None:
     assert streamed.feed("a \ud800b c") == "a \ufffdb "
 
 
-def test_a_look_behind_past_a_pending_match_keeps_the_text_whole() -> None:
-    """`the id 12345` with a rule reading `id ` before the number: nothing leaves before the end."""
+def test_a_look_behind_past_a_pending_match_reads_the_released_text_before_it() -> None:
+    """`the id 12345` with a rule reading `id ` before the number: the words go, not the number."""
     rules = Redactor(defaults=False).with_patterns(r"(?<=id )\d{4,}")
     streamed = StreamRedactor(rules)
-    assert streamed.feed("the id 12345") == ""
-    assert streamed.end() == rules.redact_text("the id 12345")
+    assert streamed.feed("the id 12345") == "the id "
+    assert "the id " + streamed.end() == rules.redact_text("the id 12345")
     assert "12345" not in rules.redact_text("the id 12345")
 
 
@@ -496,3 +496,95 @@ def test_a_pattern_anchored_at_the_start_holds_nothing_once_it_cannot_match() ->
     """`^foo` and digits, on text not starting with `foo`: nothing can be pending, all leaves."""
     streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"^foo\d+"))
     assert streamed.feed("a b ") == "a b "
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("\u0130stanbul1", "a \u0130stanbul1 b "),  # a dotted capital I lowers to two characters
+        (
+            "\u039a\u039b\u0395\u0399\u03a3",
+            "a \u039a\u039b\u0395\u0399\u03a3\u0391 b ",
+        ),  # a sigma, then a letter
+        (
+            "\u03c0\u03b1\u03c2\u03c2",
+            "a x\u03c0\u03b1\u03c2\u03c2 b ",
+        ),  # final sigmas inside a word
+        ("\u017fecret99", "a \u017fecret99 b "),
+        ("p\u0131n-code", "a p\u0131n-code b "),
+    ],
+)
+def test_a_learned_value_whose_case_mapping_is_not_one_for_one_never_leaks(
+    value: str, text: str
+) -> None:
+    """A value with a dotted I, a sigma, a long s or a dotless i is redacted at every cut."""
+    rules = Redactor().with_values(value)
+    whole = rules.redact_text(text)
+    assert value not in whole
+    for cut in range(len(text) + 1):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert whole.startswith(released[0])
+        assert "".join(released) == whole
+
+
+@pytest.mark.parametrize("spelt", ["p\u0131n", "P\u0130N", "PIN", "pin"])
+def test_a_case_insensitive_pattern_reads_a_dotless_i_as_re_does_at_every_cut(spelt: str) -> None:
+    """A case-insensitive `pin` pattern on `pin` spelt with a dotless i: held as `re` reads it."""
+    rules = Redactor(defaults=False).with_patterns(r"(?i)pin \d+")
+    text = f"my {spelt} 1234 ok "
+    whole = rules.redact_text(text)
+    assert "1234" not in whole
+    for cut in range(len(text) + 1):
+        released = stream(rules, [text[:cut], text[cut:]])
+        assert whole.startswith(released[0])
+        assert "".join(released) == whole
+
+
+# Application patterns that read before their match: a look-behind, a negative one, and anchors
+# at the start of the text and of a line.
+READING_BACK = [r"(?<=pin )\d+", r"(?<!no )code \d+", r"\Aref \d+", r"(?m)^total \d+"]
+BACK_WORDS = ["pin", "no", "code", "ref", "total", "1234", "56789", "ok", "pin 1234", "no code"]
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    words=st.lists(st.sampled_from(BACK_WORDS), min_size=1, max_size=12),
+    separators=st.lists(st.sampled_from([" ", "\n", "  ", "\t", " \n"]), min_size=12, max_size=12),
+    cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=20),
+)
+def test_a_pattern_reading_before_its_match_is_redacted_as_in_the_whole_at_any_cut(
+    words: list[str], separators: list[str], cuts: list[int]
+) -> None:
+    """A look-behind or a start anchor reads the text already released, as in the whole reply."""
+    text = "".join(word + separator for word, separator in zip(words, separators, strict=False))
+    rules = redactor().with_patterns(*READING_BACK)
+    whole = rules.redact_text(text)
+    bounds = sorted({0, len(text), *(cut % (len(text) + 1) for cut in cuts)})
+    released = ""
+    streamed = StreamRedactor(rules)
+    for start, end in itertools.pairwise(bounds):
+        released += streamed.feed(text[start:end])
+        assert whole.startswith(released)
+    assert released + streamed.end() == whole
+
+
+def test_a_look_behind_reads_the_released_text_when_the_stream_cut_before_its_number() -> None:
+    """`pin ` released, then the digits: redacted as in the whole, never sent as they are."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=pin )\d+")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("my pin ") == "my pin "
+    released = streamed.feed("1234 ok ")
+    assert "1234" not in released
+    assert "my pin " + released + streamed.end() == rules.redact_text("my pin 1234 ok ")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("my pin ") + streamed.end() == "my pin "
+    assert streamed.feed("1234 ") == "1234 "  # after the end, nothing is read back
+
+
+def test_a_look_behind_reads_back_across_several_released_pieces() -> None:
+    """`a `, `b `, `c ` released one by one, then digits: the look-behind reads all three."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=a b c )\d+")
+    released = stream(rules, ["a ", "b ", "c ", "1234 "])
+    assert released[:3] == ["a ", "b ", "c "]
+    assert "1234" not in released[3]
+    assert "".join(released) == rules.redact_text("a b c 1234 ")

@@ -7,7 +7,11 @@ what its searches read as `scanned` counts it); together they kill the mutants o
 
 from __future__ import annotations
 
-from ownloop.redaction import Redactor, StreamRedactor
+import re
+
+import pytest
+
+from ownloop.redaction import RESCAN_FLOOR, Redactor, SecretPattern, StreamRedactor
 
 OPENAI_KEY = "sk-proj-Canary0penAIkey1234567890abcdEF"
 
@@ -79,3 +83,146 @@ def test_a_learned_value_ending_in_a_space_is_released_redacted_up_to_its_end() 
     assert released == rules.redact_text("x pass word ")
     assert "pass" not in released
     assert streamed.held == len("more")
+
+
+@pytest.mark.parametrize(
+    ("patterns", "reach"),
+    [
+        ([r"(?<=pin )\d+"], 4),
+        ([r"(?<!no )code"], 3),
+        ([r"\Aref"], 1),
+        ([r"(?m)^total"], 1),
+        ([r"\bword\b", r"plain$", r"x(?=abc)", r"x(?!abc)", r"[(?<=]x"], 0),
+        ([r"(?=(?<=ab)c)x"], 2),  # a look-behind inside a look-ahead
+        ([r"(a|(?<!xyz)b)"], 3),  # in an alternative of a group
+        ([r"(?>(?<=abcd)x)"], 4),  # in an atomic group
+        ([r"(?:(?<=ab)c)+"], 2),  # in a repeat
+        ([r"(a)?(?(1)(?<=qq)y|z)"], 2),  # in a conditional
+        ([r"(?<=a(?<=bc))d"], 3),  # nested: counted as the outer width and the inner's reach
+        ([re.compile(r"(?<= p i n ) \d+", re.VERBOSE)], 3),  # read with the pattern's flags
+        ([r"(?<=ab)c", r"(?<=abcde)f", r"\Ag"], 5),  # the farthest of them
+    ],
+)
+def test_the_stream_keeps_as_much_released_text_as_its_patterns_read_back(
+    patterns: list[str | re.Pattern[str]], reach: int
+) -> None:
+    """A piece is read after as many released characters as the patterns read before a match."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(*patterns))
+    assert streamed.feed("mmmm nnnn ") == "mmmm nnnn "
+    before = streamed.scanned
+    assert streamed.feed("kk ") == "kk "
+    # the kept characters and the piece, read once to find the cut and once by each pattern
+    assert streamed.scanned - before == (1 + len(patterns)) * (reach + len("kk "))
+
+
+def test_a_cut_moved_out_of_one_match_into_an_earlier_one_moves_again() -> None:
+    """Moved before `two three`, the cut falls inside the value `one two`: it moves before that."""
+    rules = Redactor(defaults=False, values=["one two"], patterns=[r"two three", r"three \d+ x"])
+    streamed = StreamRedactor(rules)
+    # `three 12` may still become `three 12 x`: the cut goes before it, then before each match
+    assert streamed.feed("a one two three 12") == "a "
+    assert "a " + streamed.end() == rules.redact_text("a one two three 12")
+
+
+def test_a_long_run_after_the_kept_text_waits_until_it_doubled() -> None:
+    """After `pin ` is kept for a look-behind, a long run without spaces still waits to double."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"(?<=pin )\d+"))
+    assert streamed.feed("my pin ") == "my pin "
+    assert streamed.feed("x" * 300) == ""
+    scanned = streamed.scanned
+    assert streamed.feed("y") == ""
+    assert streamed.scanned == scanned  # not read again before 600 characters are held
+
+
+def test_a_cut_right_after_the_text_a_look_behind_reads_is_checked_with_that_text() -> None:
+    """`ab 12`, `ab ` read by a look-behind: the cut after `ab ` splits cleanly, `ab ` read too."""
+    rules = Redactor(defaults=False).with_patterns(r"(?<=ab )\d+")
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("ab 12") == "ab "
+    assert "ab " + streamed.end() == rules.redact_text("ab 12")
+
+
+def test_a_case_sensitive_pattern_reads_a_dotless_i_as_itself() -> None:
+    """A `pin` pattern that keeps case never matches `pin` with a dotless i: nothing is held."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"pin \d+"))
+    assert streamed.feed("my p\u0131n ") == "my p\u0131n "
+
+
+def test_a_cut_between_a_marker_and_a_rule_reading_it_is_not_taken() -> None:
+    """A pattern reading a value's marker (`] now`): no cut between the value and `now` is kept."""
+    rules = Redactor(defaults=False, values=["open sesame"], patterns=[r"\] now"])
+    text = "say open sesame now"
+    streamed = StreamRedactor(rules)
+    # released alone, `say [redacted:…] ` and then `now` would never meet the pattern
+    assert streamed.feed(text) == ""
+    assert streamed.end() == rules.redact_text(text)
+    assert rules.redact_text(text) != rules.redact_text("say open sesame ") + "now"
+
+
+@pytest.mark.parametrize(
+    ("rules", "text"),
+    [
+        (Redactor(defaults=False, values=["secretword", "] now"]), "say secretword now"),
+        (Redactor().with_patterns(r"\] now"), f"key {OPENAI_KEY} now"),
+        (Redactor(defaults=False, values=["open sesame", "] now"]), "say open sesame now"),
+    ],
+)
+def test_a_rule_reading_the_marker_of_a_word_before_the_cut_keeps_them_together(
+    rules: Redactor, text: str
+) -> None:
+    """A value or pattern that reads `] now` after a redacted word: no cut between the two."""
+    streamed = StreamRedactor(rules)
+    released = streamed.feed(text)
+    assert released == ""
+    assert released + streamed.end() == rules.redact_text(text)
+    assert rules.redact_text(text).count("[redacted:") == 2
+
+
+def test_empty_matches_are_no_match_found() -> None:
+    """A pattern matching only the empty string finds nothing: secret words are redacted alone."""
+    streamed = StreamRedactor(Redactor().with_patterns(r"z*"))
+    text = f"({OPENAI_KEY}) plain "
+    assert streamed.feed(text) == Redactor().redact_text(text)
+    # the held text, once to find the cut and once by the pattern, then the bracket read back
+    # for the secret word's window (no window at all if an empty match counted as a match)
+    assert streamed.scanned == 2 * len(text) + 1
+
+
+def test_an_application_pattern_named_like_a_built_in_one_is_gated_by_its_own_hints() -> None:
+    """A pattern of the application's named `private_key` is tried on its hint, not on the PEM's."""
+    pin = SecretPattern("private_key", r"pin \d+", hints=["pin"])
+    rules = Redactor(defaults=False, patterns=[pin])
+    streamed = StreamRedactor(rules)
+    assert streamed.feed("my pin ") == "my "
+    assert "my " + streamed.feed("1234 ok ") == rules.redact_text("my pin 1234 ok ")
+
+
+def test_text_released_at_once_is_kept_for_a_look_behind_too() -> None:
+    """`ab ` holds no literal and leaves at once, but a look-behind still reads it after."""
+    rules = Redactor(defaults=False, patterns=[SecretPattern("x", r"(?<=ab )\d{4}x", ["x"])])
+    released = stream(rules, ["ab ", "1234x "])
+    assert released[0] == "ab "
+    assert "1234" not in released[1]
+    assert "".join(released) == rules.redact_text("ab 1234x ")
+
+
+def test_held_text_is_rescanned_as_soon_as_it_has_doubled() -> None:
+    """Past the floor, the scan waits for twice the held length, and not one character more."""
+    streamed = StreamRedactor(Redactor())
+    run = "x" * (RESCAN_FLOOR + 1)
+    assert streamed.feed(run) == ""
+    assert streamed.feed("x" * RESCAN_FLOOR + " ") == run + "x" * RESCAN_FLOOR + " "
+
+
+def stream(rules: Redactor, pieces: list[str]) -> list[str]:
+    """Feed the pieces one by one; return what each released, then the rest at the end."""
+    streamed = StreamRedactor(rules)
+    return [*(streamed.feed(piece) for piece in pieces), streamed.end()]
+
+
+def test_held_text_at_the_floor_is_rescanned_at_the_next_piece_by_every_rule() -> None:
+    """With a rule tried on every text, 256 characters held are still rescanned at once."""
+    streamed = StreamRedactor(Redactor(defaults=False).with_patterns(r"q\d q"))
+    run = "x" * RESCAN_FLOOR
+    assert streamed.feed(run) == ""
+    assert streamed.feed(" ") == run + " "

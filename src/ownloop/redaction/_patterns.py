@@ -67,16 +67,48 @@ def key_words(key: str) -> tuple[str, ...]:
 
 
 # Letters that case-insensitive matching (``re``'s IGNORECASE) reads as an ASCII letter but that
-# ``str.lower`` leaves apart: dotless i and dotted capital I read as ``i``, long s as ``s``. The
-# Kelvin sign already lowers to ``k``.
+# ``regex`` (which reads the stream's patterns) does not: dotless i and dotted capital I read as
+# ``i``. The long s is mapped too (``regex`` reads it as ``s``, so nothing changes for it).
 _FOLDS = str.maketrans({"\u0131": "i", "\u0130": "i", "\u017f": "s"})
+# After ``str.lower``: each character that ``re`` reads as another one when ignoring case, though
+# their lower cases differ, becomes that other one (``re``'s own table of equivalences): final
+# sigma and sigma, micro sign and mu, the Greek symbol forms, the Cyrillic small rounded and
+# tall forms, long s with dot, the ligatures st (``re._casefix`` in Python 3.11).
+_EQUIVALENTS = str.maketrans(
+    {
+        "\u03c2": "\u03c3",
+        "\u00b5": "\u03bc",
+        "\u0345": "\u03b9",
+        "\u1fbe": "\u03b9",
+        "\u1fd3": "\u0390",
+        "\u1fe3": "\u03b0",
+        "\u03d0": "\u03b2",
+        "\u03f5": "\u03b5",
+        "\u03d1": "\u03b8",
+        "\u03f0": "\u03ba",
+        "\u03d6": "\u03c0",
+        "\u03f1": "\u03c1",
+        "\u03d5": "\u03c6",
+        "\u1c80": "\u0432",
+        "\u1c81": "\u0434",
+        "\u1c82": "\u043e",
+        "\u1c83": "\u0441",
+        "\u1c84": "\u0442",
+        "\u1c85": "\u0442",
+        "\u1c86": "\u044a",
+        "\u1c87": "\u0463",
+        "\u1c88": "\ua64b",
+        "\u1e9b": "\u1e61",
+        "\ufb06": "\ufb05",
+    }
+)
 
 
 def fold_letters(text: str) -> str:
     """Replace each letter ``re`` reads as an ASCII letter when ignoring case by that letter.
 
     One character for one, so positions stay: a long s becomes ``s``, a dotless i ``i``. The
-    ``regex`` package, which reads the stream's patterns, does not make these equivalences.
+    ``regex`` package, which reads the stream's patterns, does not read a dotless i as ``i``.
 
     Args:
         text: Any text.
@@ -88,18 +120,24 @@ def fold_letters(text: str) -> str:
 
 
 def fold_case(text: str) -> str:
-    """Lower-case a text as the hints of case-insensitive patterns are matched against it.
+    """Fold a text's case as ``re`` ignores case: the one fold of hints and of the texts they gate.
 
-    Like ``str.lower``, after `fold_letters`, so a hint is found wherever a case-insensitive
-    regex finds its match (``secret`` spelt with a long s still holds the hint ``secret``).
+    Two characters fold to the same one exactly when ``re``'s IGNORECASE reads them as one
+    (``re`` compares simple lower cases, then its own equivalences): a dotted capital I folds to
+    ``i`` (``str.lower`` makes it two characters), a final sigma to a sigma (``str.lower`` picks
+    the form from the letters around it), a long s to ``s``. One character for one, each alone,
+    so a hint (folded too) is in a text's fold wherever a case-insensitive regex finds it, or
+    wherever it is written as it is.
 
     Args:
         text: Any text.
 
     Returns:
-        The text, folded and lower-cased.
+        The text, folded.
     """
-    return fold_letters(text).lower()
+    if text.isascii():
+        return text.lower()
+    return text.translate(_FOLDS).lower().translate(_EQUIVALENTS)
 
 
 class SecretPattern:
@@ -111,8 +149,9 @@ class SecretPattern:
     Args:
         name: A short name shown in reprs (``openai_key``).
         regex: The pattern, as text or compiled.
-        hints: Lower-case literals of which at least one appears in any text the pattern
-            matches; the regex is skipped when none does. Empty means: always run the regex.
+        hints: Literals of which at least one appears in any text the pattern matches (their
+            case folded by `fold_case`); the regex is skipped when none does. Empty means:
+            always run the regex.
     """
 
     __slots__ = ("hints", "name", "regex")
@@ -120,7 +159,7 @@ class SecretPattern:
     def __init__(self, name: str, regex: str | re.Pattern[str], hints: Iterable[str] = ()) -> None:
         self.name = name
         self.regex = re.compile(regex)  # a compiled regex comes back as it is
-        self.hints = tuple(hint.lower() for hint in hints)
+        self.hints = tuple(fold_case(hint) for hint in hints)
 
     def may_match(self, lowered: str) -> bool:
         """Tell whether the pattern can match a text, from the text in lower case.

@@ -18,15 +18,18 @@ scanned a bounded number of times (amortised) even when a long run without space
 
 Rules are read as `re` reads them, through ``regex``; a pattern the two read differently (rare
 syntax) or one whose alternatives let a complete match start inside a longer pending one may hold
-less than it should. When a match was found or is pending, a cut is also checked: both sides
+less than it should. When a match was found or is pending, or a word before the cut was
+redacted (a rule may read its marker), a cut is also checked: both sides
 redacted alone must give the whole's result, else nothing is released until the text ends.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import ahocorasick_rs
 import regex
@@ -80,7 +83,7 @@ class _Rules:
     the held text the rule is not tried. A rule without such literals is always tried.
     """
 
-    __slots__ = ("assignment", "quiet", "spanning", "words")
+    __slots__ = ("assignment", "quiet", "reach", "spanning", "words")
 
     words: tuple[tuple[str, tuple[str, ...]], ...]
     quiet: re.Pattern[str] | None
@@ -115,14 +118,18 @@ class _Rules:
         # Each gate's literals are found in one pass over the lower-cased text (an Aho-Corasick
         # automaton), not one search for each.
         self.spanning = tuple((_finder(gate), rule) for gate, rule in spanning)
+        # How far before a match an application pattern reads (a look-behind, a start anchor):
+        # that much released text is kept, and read before the held text (`StreamRedactor`).
+        self.reach = max((_reach(rule.regex) for rule in redactor.patterns), default=0)
         # The words to redact hold one of these literals; each group of them is found by its
         # common prefix (one fast `str.find` loop) and then told apart.
         self.words = _word_groups(anchors)
-        # Every literal that sends a text to a rule, lower-cased: a short text (folded) without
+        # Every literal that sends a text to a rule, folded as the text is (`fold_case`: a
+        # learned value with a dotted capital I or a sigma too): a short text (folded) without
         # any of them is released up to its last space as it is. None when a rule is ungated.
         literals = [literal for gate, _ in spanning for literal in gate]
         literals += hints
-        literals += (anchor.lower() for _, group in self.words for anchor in group)
+        literals += (fold_case(anchor) for _, group in self.words for anchor in group)
         self.quiet = (
             re.compile("|".join(map(re.escape, sorted(set(literals)))))
             if all(gate for gate, _ in spanning)
@@ -188,6 +195,7 @@ class StreamRedactor:
             (lambda: redactor) if isinstance(redactor, Redactor) else redactor
         )
         self._held = ""
+        self._context = ""  # the end of the released text, as far as the rules read back
         self._rescan_at = 0
         self._known: tuple[Redactor, _Rules] | None = None
         self._tally = _Tally()
@@ -229,21 +237,39 @@ class StreamRedactor:
         rules = known[1]
         quiet = rules.quiet
         tally = self._tally
-        tally.read += len(held)
-        if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(held)):
+        # released text a look-behind (or a start anchor) may still read, before the held text
+        context = self._context
+        text = context + held
+        tally.read += len(text)
+        if quiet is not None and len(held) <= RESCAN_FLOOR and not quiet.search(fold_case(text)):
             # no rule can match or be pending in it (the common one-word piece): one search;
             # no rescan is pending (one waits for more than twice RESCAN_FLOOR characters)
             cut = len(held) if held.endswith(_SPACES) else _last_space(held, len(held), tally)
-            self._held = held[cut:]
-            return _clean(held[:cut])
-        cut, spans = _cut(held, rules, redactor, tally)
+            return self._release(held, cut, _clean(held[:cut]), rules.reach)
+        cut, spans = _cut(text, rules, redactor, tally)
         self._rescan_at = 0
-        if cut == 0:
+        released = None
+        if cut > len(context):
+            window = text[len(context) : cut]
+            if spans:  # a secret was found: the cut was checked against the whole (`_cut`)
+                released = _redact_after(context, window, redactor)
+            else:
+                released = _redact_released(window, rules, redactor, tally)
+                # a word redacted before the cut: its marker may be what a rule reads after it
+                if released != window and not _splits_cleanly(text, cut, redactor, rules.reach):
+                    released = None
+        if released is None:
             if len(held) > RESCAN_FLOOR:
                 self._rescan_at = 2 * len(held)
             return ""
+        return self._release(held, cut - len(context), released, rules.reach)
+
+    def _release(self, held: str, cut: int, released: str, reach: int) -> str:
+        """Keep the held text after the cut, and as much of what is released as a rule reads."""
         self._held = held[cut:]
-        return _redact_released(held[:cut], spans, rules, redactor, tally)
+        if reach:
+            self._context = (self._context + held[:cut])[-reach:]
+        return released
 
     def end(self) -> str:
         """The text is complete: return the rest, redacted, and start afresh.
@@ -251,9 +277,14 @@ class StreamRedactor:
         Returns:
             The redacted rest of the text.
         """
-        rest, self._held, self._rescan_at = self._held, "", 0
+        rest, context = self._held, self._context
+        self._held, self._context, self._rescan_at = "", "", 0
         self._tally.read += len(rest)
-        return self._redactor().redact_text(rest) if rest else ""
+        if not rest:
+            return ""
+        redactor = self._redactor()
+        released = _redact_after(context, rest, redactor)
+        return released if released is not None else redactor.redact_text(rest)
 
 
 Spans = list[tuple[int, int]]
@@ -265,10 +296,14 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
     limit = end
     spans: Spans = []
     lowered = _utf8(fold_case(text))
+    # a rule ignoring case reads the text as `re` reads it: a dotless i or a dotted capital I is
+    # an i (`regex` reads neither so); positions unchanged
+    letters = fold_letters(text)
     for gate, rule in rules.spanning:
         if _holds_any(lowered, gate):
             tally.read += end
-            limit = min(limit, _settled(rule.finditer(text, partial=True), end, end, spans))
+            subject = letters if rule.flags & regex.IGNORECASE else text
+            limit = min(limit, _settled(rule.finditer(subject, partial=True), end, end, spans))
     assignment = rules.assignment
     # a key=value match holds its sign; without one, only a key the text ends on can start one
     if (
@@ -277,7 +312,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
         and _holds_any(lowered, assignment[0])
     ):
         # read as `re` reads it: api_key spelt with a dotless i is a key; positions unchanged
-        matches = _assignments(fold_letters(text), assignment[1], tally)
+        matches = _assignments(letters, assignment[1], tally)
         # a value with only whitespace after it may still change: `token = token ` grows into
         # `token = token x`, or its `token` turns out to be a key before its sign (`token = …`)
         limit = min(limit, _settled(matches, _skip_spaces_back(text, end), end, spans))
@@ -291,7 +326,7 @@ def _cut(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> tuple[i
                 moved = True
     # A match found or pending: a look-behind past the cut, or a rule that reads another's marker,
     # could make the two sides read differently alone.
-    if cut and (spans or limit < end) and not _splits_cleanly(text, cut, redactor):
+    if cut and (spans or limit < end) and not _splits_cleanly(text, cut, redactor, rules.reach):
         cut = 0
     return cut, [(start, stop) for start, stop in spans if stop <= cut]
 
@@ -387,26 +422,65 @@ def _skip_spaces_back(text: str, at: int) -> int:
     return at
 
 
-def _splits_cleanly(text: str, cut: int, redactor: Redactor) -> bool:
-    """Whether both sides of a cut redacted alone give the whole's result.
+def _splits_cleanly(text: str, cut: int, redactor: Redactor, reach: int) -> bool:
+    """Whether both sides of a cut redacted apart give the whole's result.
 
-    A lookaround, or a rule reading another's marker, could tell them apart.
+    The side after the cut is redacted after the ``reach`` characters before it, as the stream
+    will redact it. A lookaround, or a rule reading another's marker, could tell them apart.
     """
     whole = redactor.redact_text(text)
-    return redactor.redact_text(text[:cut]) + redactor.redact_text(text[cut:]) == whole
+    after = _redact_after(text[max(0, cut - reach) : cut], text[cut:], redactor)
+    return after is not None and redactor.redact_text(text[:cut]) + after == whole
 
 
-def _redact_released(
-    text: str, spans: Spans, rules: _Rules, redactor: Redactor, tally: _Tally
-) -> str:
-    """Redact released text: whole when a rule that can span a space matched in it, else its words.
+def _redact_after(context: str, text: str, redactor: Redactor) -> str | None:
+    """Redact a text as it reads after a context already released (a look-behind reads that).
 
-    Only the words holding a word rule's literal or a literal secret are redacted then: such a
-    rule's match lies inside one word, and each window starts after a space and ends before one,
-    so redacting the windows alone equals redacting the whole text.
+    The context and the text are redacted together, and the context's own redaction taken off
+    the front; None when the result does not start with it (a match spans the two: hold).
     """
-    if spans:  # a secret was found: the cut was checked against the whole (`_splits_cleanly`)
-        return redactor.redact_text(text)
+    known = redactor.redact_text(context)
+    whole = redactor.redact_text(context + text)
+    return whole[len(known) :] if whole.startswith(known) else None
+
+
+_PARSER: Any = importlib.import_module("re._parser")  # re's own parser (no stub: Any)
+
+
+def _reach(pattern: re.Pattern[str]) -> int:
+    r"""How many characters before a match's start a pattern may read.
+
+    A look-behind reads its width (fixed, as ``re`` requires) before where it stands, a start
+    anchor (``^``, ``\A``) one character; ``\b`` reads one too, but a cut follows a space,
+    tab or newline, which reads to it as the start of a text does.
+    """
+    return _reach_of(_PARSER.parse(pattern.pattern, pattern.flags))
+
+
+def _reach_of(tree: Any) -> int:
+    """`_reach` of a parsed pattern (``re._parser``'s tree: a list of operator, argument)."""
+    reach = 0
+    for op, argument in tree:
+        name = str(op)
+        if name in {"ASSERT", "ASSERT_NOT"} and argument[0] < 0:
+            reach = max(reach, argument[1].getwidth()[1] + _reach_of(argument[1]))
+        elif name == "AT" and str(argument) in {"AT_BEGINNING", "AT_BEGINNING_STRING"}:
+            reach = max(reach, 1)
+        else:
+            for part in argument if isinstance(argument, tuple | list) else (argument,):
+                for child in part if isinstance(part, list) else (part,):
+                    if hasattr(child, "getwidth"):
+                        reach = max(reach, _reach_of(child))
+    return reach
+
+
+def _redact_released(text: str, rules: _Rules, redactor: Redactor, tally: _Tally) -> str:
+    """Redact released text in which no rule that can span a space matched: its words.
+
+    Only the words holding a word rule's literal or a literal secret are redacted: such a rule's
+    match lies inside one word, and each window starts after a space and ends before one, so
+    redacting the windows alone equals redacting the whole text.
+    """
     hot: Spans = []
     for prefix, group in rules.words:
         need = _NEEDS.get(prefix)
