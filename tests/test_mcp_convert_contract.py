@@ -45,13 +45,25 @@ def _chain(hops: int, last: dict[str, Any]) -> dict[str, Any]:
 NULLABLE = {"type": ["string", "null"]}
 
 
-def test_an_optional_ref_to_a_nullable_definition_keeps_absent_apart_from_null() -> None:
-    """A $ref to a definition admitting null: an omitted field is not sent, a null one is."""
+@pytest.mark.parametrize(
+    "email",
+    [
+        {"$ref": "#/$defs/MaybeEmail"},
+        {"$ref": "#/$defs/Alias"},
+        {"allOf": [{"$ref": "#/$defs/MaybeEmail"}]},
+        {"anyOf": [{"type": "integer"}, {"allOf": [{"$ref": "#/$defs/Alias"}]}]},
+        {"oneOf": [{"$ref": "#/$defs/MaybeEmail"}]},
+    ],
+)
+def test_an_optional_ref_to_a_nullable_definition_keeps_absent_apart_from_null(
+    email: dict[str, Any],
+) -> None:
+    """Null via $ref, a chain of them or allOf: an omitted field is not sent, a null one is."""
     schema = {
         "type": "object",
-        "properties": {"phone": {"type": "string"}, "email": {"$ref": "#/$defs/Email"}},
+        "properties": {"phone": {"type": "string"}, "email": email},
         "required": ["phone"],
-        "$defs": {"Email": NULLABLE},
+        "$defs": {"MaybeEmail": NULLABLE, "Alias": {"$ref": "#/$defs/MaybeEmail"}},
     }
     hostile = Hostile(tool("update_contact", schema))
     server = InProcessServer(
@@ -138,8 +150,8 @@ def test_branches_spend_the_depth_too() -> None:
     assert not _build(branching(3), max_schema_depth=6).spec.strict
 
 
-def test_a_reference_to_nothing_says_nothing_and_defs_that_are_not_a_map_are_refused() -> None:
-    """An unresolved $ref admits no null by itself; a non-object $defs is an invalid schema."""
+def test_a_reference_to_nothing_falls_back_and_defs_that_are_not_a_map_are_refused() -> None:
+    """An unresolved $ref keeps the server's schema; a non-object $defs is an invalid schema."""
     missing = {"type": "object", "properties": {"p": {"$ref": "#/$defs/gone"}}}
     assert not _build(missing).spec.strict  # strict mode refuses it; the server's schema stays
     broken = {"type": "object", "properties": {"p": {"$ref": "#/$defs/x"}}, "$defs": 5}
@@ -266,6 +278,8 @@ def test_what_admits_null_decides_the_form(optional: Any, strict: bool) -> None:
     built = _build(schema)
     assert built.spec.strict is strict
     assert _sent(built, {"q": "x"}) == {"q": "x"}
+    # Argument validation decides null as the conversion did: a null kept means null, not absent.
+    assert _sent(built, {"p": None, "q": "x"}) == ({"q": "x"} if strict else {"p": None, "q": "x"})
 
 
 def test_refusals_name_the_servers_tool() -> None:
@@ -305,3 +319,66 @@ def test_references_are_followed_at_any_depth_of_the_schema() -> None:
         assert not built.spec.strict
         assert _sent(built, {"p": {}}) == {"p": {}}
         assert _sent(built, {"p": {"r": None}}) == {"p": {"r": None}}
+
+
+@pytest.mark.parametrize(
+    ("properties", "required"),
+    [
+        ({"p": True}, ["p"]),
+        ({"p": False}, ["p"]),
+        ({"p": False}, []),
+        ({"p": {"anyOf": [False, {"type": "string"}]}}, ["p"]),
+        ({"p": {"allOf": [True]}}, ["p"]),
+        ({"p": {"type": "array", "items": False}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/anything"}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/nothing"}}, []),
+        ({"p": {"type": ["object", "null"], "properties": {}}}, ["p"]),
+        ({"p": {"type": ["array", "null"], "items": {"type": "string"}}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/holder/properties/inner"}}, ["p"]),
+    ],
+)
+def test_a_schema_strict_mode_cannot_take_falls_back_instead_of_raising(
+    properties: dict[str, Any], required: list[str]
+) -> None:
+    """Schemas true and false, type lists with object or array, deep refs: the server's schema."""
+    schema = {
+        "type": "object",
+        "properties": {**properties, "q": {"type": "string"}},
+        "required": [*required, "q"],
+        "$defs": {
+            "anything": True,
+            "nothing": False,
+            "holder": {"type": "object", "properties": {"inner": {"type": "string"}}},
+            "inner": {"type": "integer"},
+        },
+    }
+    built = _build(schema)
+    assert not built.spec.strict
+    shown = built.spec.parameters["properties"]["p"]
+    closing = ("additionalProperties", "unevaluatedProperties")  # ownloop closes every object
+    opened = (
+        {k: v for k, v in shown.items() if k not in closing} if isinstance(shown, dict) else shown
+    )
+    assert opened == properties["p"]
+    assert built.spec.parameters["required"] == [*required, "q"]
+
+
+def test_the_schema_false_refuses_every_value_and_true_takes_any() -> None:
+    """Offered with the server's schema, false refuses any value sent and true takes one as is."""
+    schema = {"type": "object", "properties": {"no": False, "any": True}}
+    built = _build(schema)
+    assert _sent(built, {"any": {"x": [1]}}) == {"any": {"x": [1]}}
+    refused = built.validate(ToolCall(id="c", name="t", arguments={"no": 1}))
+    assert not isinstance(refused, ValidatedCall)
+
+
+def test_a_nested_optional_reference_to_nothing_keeps_absent() -> None:
+    """An optional $ref that resolves to nothing is taken as admitting null: nothing is added."""
+    schema = {
+        "type": "object",
+        "properties": {"p": {"type": "object", "properties": {"r": {"$ref": "#/$defs/gone"}}}},
+        "required": ["p"],
+    }
+    built = _build(schema)
+    assert not built.spec.strict
+    assert _sent(built, {"p": {}}) == {"p": {}}

@@ -32,7 +32,7 @@ from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.mcp._config import ServerOptions
 from ownloop.mcp._validate import SchemaCheck, check_limits, closed, schema_check
 from ownloop.tools import ExternalHandler, ExternalTool, ToolContext, to_jsonable
-from ownloop.tools._schema import resolve_ref, strict_schema
+from ownloop.tools._schema import admits_null, strict_schema
 
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
@@ -205,7 +205,12 @@ def _maybe_json(text: str) -> JsonValue:
 
 
 def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
-    """Whether an object in the schema has an optional property that already admits null."""
+    """Whether an object in the schema has an optional property that already admits null.
+
+    `admits_null` decides, as for Python tools: each ``$ref`` followed and each branch entered
+    spends one of ``limit`` (``max_schema_depth``), and a schema it cannot settle (a cycle of
+    references) is taken as admitting null, which only keeps the server's own schema.
+    """
     if isinstance(schema, list):
         return any(_keeps_absent(item, defs, limit) for item in schema)
     if not isinstance(schema, dict):
@@ -214,38 +219,9 @@ def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
     if isinstance(properties, dict):
         required = set(schema.get("required", ()))
         for name, child in properties.items():
-            if name not in required and _admits_null(child, defs, limit):
+            if name not in required and admits_null(child, defs, limit):
                 return True
     return any(_keeps_absent(value, defs, limit) for value in schema.values())
-
-
-def _admits_null(node: Any, defs: dict[str, Any], limit: int) -> bool:  # noqa: PLR0911
-    """Whether a property's schema takes ``null``, following local ``$ref``s and branches.
-
-    Each ``$ref`` followed and each branch entered spends one of ``limit`` (``max_schema_depth``):
-    a schema that runs out (a cycle of references) is taken as admitting null, which only keeps
-    the server's own schema (``strict=False``). A schema of any type says no: strict mode refuses
-    it anyway. The boolean schema ``true`` takes anything, ``false`` nothing.
-    """
-    if not isinstance(node, dict):
-        return node is True
-    if limit <= 0:
-        return True
-    target = resolve_ref(node, defs)
-    if target is not node:
-        return _admits_null(target, defs, limit - 1)
-    kind = node.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    if "const" in node:
-        return node["const"] is None
-    if "enum" in node:
-        return None in node["enum"]
-    for key, wanted in (("anyOf", any), ("oneOf", any), ("allOf", all)):
-        branches = node.get(key)
-        if isinstance(branches, list):
-            return wanted(_admits_null(branch, defs, limit - 1) for branch in branches)
-    return False
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
