@@ -6,6 +6,7 @@ the conversion of one listed tool (``build_tool``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -150,10 +151,8 @@ def test_branches_spend_the_depth_too() -> None:
     assert not _build(branching(3), max_schema_depth=6).spec.strict
 
 
-def test_a_reference_to_nothing_falls_back_and_defs_that_are_not_a_map_are_refused() -> None:
-    """An unresolved $ref keeps the server's schema; a non-object $defs is an invalid schema."""
-    missing = {"type": "object", "properties": {"p": {"$ref": "#/$defs/gone"}}}
-    assert not _build(missing).spec.strict  # strict mode refuses it; the server's schema stays
+def test_defs_that_are_not_a_map_are_refused() -> None:
+    """A non-object $defs is an invalid schema."""
     broken = {"type": "object", "properties": {"p": {"$ref": "#/$defs/x"}}, "$defs": 5}
     with pytest.raises(ToolDefinitionError, match="invalid"):
         _build(broken)
@@ -332,6 +331,7 @@ def test_references_are_followed_at_any_depth_of_the_schema() -> None:
         ({"p": {"type": "array", "items": False}}, ["p"]),
         ({"p": {"$ref": "#/$defs/anything"}}, ["p"]),
         ({"p": {"$ref": "#/$defs/nothing"}}, []),
+        ({"p": {"$ref": "#/properties/q"}}, ["p"]),
         ({"p": {"type": ["object", "null"], "properties": {}}}, ["p"]),
         ({"p": {"type": ["array", "null"], "items": {"type": "string"}}}, ["p"]),
         ({"p": {"$ref": "#/$defs/holder/properties/inner"}}, ["p"]),
@@ -372,13 +372,75 @@ def test_the_schema_false_refuses_every_value_and_true_takes_any() -> None:
     assert not isinstance(refused, ValidatedCall)
 
 
-def test_a_nested_optional_reference_to_nothing_keeps_absent() -> None:
-    """An optional $ref that resolves to nothing is taken as admitting null: nothing is added."""
+@pytest.mark.parametrize(
+    ("where", "ref"),
+    [
+        ({"p": {"$ref": "#/$defs/gone"}}, "#/$defs/gone"),
+        ({"p": {"type": "object", "properties": {"r": {"$ref": "#/$defs/gone"}}}}, None),
+        ({"p": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a/x"}]}}, "#/$defs/a/x"),
+        ({"p": {"$ref": "#/$defs/a/type"}}, None),  # a string, not a schema
+        ({"p": {"$ref": "#/$defs/b/0"}}, None),  # through false
+        ({"p": {"$ref": "#/$defs/list/anyOf/1"}}, None),
+        ({"p": {"$ref": "#/$defs/list/anyOf/x"}}, None),
+        ({"p": {"$ref": "#/$defs/list/anyOf/\u0660"}}, None),  # a digit, but not an ASCII one
+        ({"p": {"$ref": "https://example.com/s.json"}}, "https://example.com/s.json"),
+        ({"p": {"$ref": "#anchor"}}, "#anchor"),
+        ({"default": {"$ref": "#/$defs/gone"}}, "#/$defs/gone"),  # named like a keyword
+        ({"p": {"$defs": {"inner": {"$ref": "#/gone"}}}}, "#/gone"),
+    ],
+)
+def test_a_reference_the_validator_could_not_follow_is_refused_at_listing(
+    where: dict[str, Any], ref: str | None
+) -> None:
+    """A $ref that does not reach a schema inside the listing is a ToolDefinitionError."""
     schema = {
         "type": "object",
-        "properties": {"p": {"type": "object", "properties": {"r": {"$ref": "#/$defs/gone"}}}},
-        "required": ["p"],
+        "properties": where,
+        "$defs": {"a": {"type": "string"}, "b": False, "list": {"anyOf": [{"type": "string"}]}},
+    }
+    with pytest.raises(ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema "):
+        _build(schema)
+    if ref is not None:
+        with pytest.raises(ToolDefinitionError, match=f"refers to {re.escape(repr(ref))}, which"):
+            _build(schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"properties": {"p": {"$id": "http://x/p"}}}, "uses $id below its root"),
+        ({"properties": {"p": {"$anchor": "p"}}}, "uses $anchor"),
+        ({"$dynamicAnchor": "node", "properties": {}}, "uses $dynamicAnchor"),
+        ({"properties": {"p": {"$dynamicRef": "#node"}}}, "uses $dynamicRef"),
+        ({"properties": {"p": {"items": {"$recursiveRef": "#"}}}}, "uses $recursiveRef"),
+    ],
+)
+def test_keywords_that_move_how_references_resolve_are_refused(
+    schema: dict[str, Any], message: str
+) -> None:
+    """$id below the root, anchors and dynamic references are refused at listing."""
+    with pytest.raises(ToolDefinitionError, match=re.escape(f"inputSchema {message}") + "$"):
+        _build(schema)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    ["#", "#/$defs/a", "#/$defs/list/anyOf/0", "#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/e%25f"],
+)
+def test_a_reference_into_the_schema_itself_is_taken(ref: str) -> None:
+    """Pointers into the listing, escapes decoded as the validator does, and a root $id list."""
+    schema = {
+        "$id": "https://example.com/tool",
+        "type": "object",
+        "properties": {"p": {"$ref": ref}, "$id": {"type": "string"}, "const": {"enum": [1]}},
+        "$defs": {
+            "a": {"type": "string"},
+            "list": {"anyOf": [{"type": "string"}]},
+            "a/b": {"type": "string"},
+            "c~d": {"type": "string"},
+            "e%f": {"type": "string"},
+        },
+        "default": {"$ref": "#/nowhere"},  # a value, not a schema
     }
     built = _build(schema)
-    assert not built.spec.strict
-    assert _sent(built, {"p": {}}) == {"p": {}}
+    assert "p" in built.parameter_names

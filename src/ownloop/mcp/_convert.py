@@ -24,6 +24,7 @@ import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import mcp.types as mcp_types
 
@@ -37,6 +38,9 @@ from ownloop.tools._schema import admits_null, strict_schema
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
 _MAX_ERROR_CHARS = 2000
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
+_SCOPE_KEYWORDS = ("$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef")
 
 
 def effect_of(tool: mcp_types.Tool, options: ServerOptions) -> Effect:
@@ -90,6 +94,7 @@ def build_tool(
     visible = _without(source, key_argument) if takes_key else source
     shown = closed(visible)
     check = schema_check(shown, visible, tool.name)  # an invalid schema is refused first
+    _check_references(visible, tool.name)
     try:
         defs, limit = visible.get("$defs", {}), options.max_schema_depth
         if _keeps_absent(visible, defs, limit):  # documented: strict form loses "absent"
@@ -222,6 +227,65 @@ def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
             if name not in required and admits_null(child, defs, limit):
                 return True
     return any(_keeps_absent(value, defs, limit) for value in schema.values())
+
+
+def _check_references(schema: dict[str, Any], tool: str) -> None:
+    """Refuse a schema whose references the validator could not follow when a call comes.
+
+    Every ``$ref`` must be a JSON pointer into the schema itself (``#``, ``#/$defs/X``,
+    ``#/properties/a/items``) that reaches a schema (an object, ``true`` or ``false``), and no
+    keyword may move the base or name an anchor (``$id`` below the root, ``$anchor``,
+    ``$dynamicRef``...): such a reference would otherwise raise from the validator at call time.
+
+    Raises:
+        ToolDefinitionError: A reference that does not resolve inside the schema, or a keyword
+            that changes how references resolve.
+    """
+    pending: list[tuple[Any, bool]] = [(schema, True)]
+    while pending:
+        node, at_root = pending.pop()
+        if isinstance(node, list):
+            pending.extend((item, False) for item in node)
+        if not isinstance(node, dict):
+            continue
+        for key in _SCOPE_KEYWORDS:
+            if isinstance(node.get(key), str) and not (at_root and key == "$id"):
+                raise ToolDefinitionError(
+                    f"cannot take MCP tool {tool!r}: its inputSchema uses {key} below its root"
+                    if key == "$id"
+                    else f"cannot take MCP tool {tool!r}: its inputSchema uses {key}"
+                )
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not isinstance(_pointed(schema, ref), dict | bool):
+            raise ToolDefinitionError(
+                f"cannot take MCP tool {tool!r}: its inputSchema refers to {ref!r}, "
+                "which is not a schema inside it"
+            )
+        for key, value in node.items():
+            if key in _SCHEMA_MAPS and isinstance(value, dict):
+                pending.extend((child, False) for child in value.values())  # names are free
+            elif key not in _DATA_KEYWORDS:
+                pending.append((value, False))
+
+
+def _pointed(root: Any, ref: str) -> Any:
+    """What the local reference ``ref`` (``#`` or ``#/a/b``) points at in ``root``, else ``None``.
+
+    Decoded as the validator decodes it: percent-escapes first, then ``~1`` and ``~0``.
+    """
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for segment in unquote(ref[2:]).split("/"):
+        if isinstance(node, dict):
+            node = node.get(segment.replace("~1", "/").replace("~0", "~"))
+        elif isinstance(node, list) and segment.isascii() and segment.isdigit():
+            node = node[int(segment)] if int(segment) < len(node) else None
+        else:
+            return None
+    return node
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:
