@@ -386,6 +386,7 @@ def test_the_schema_false_refuses_every_value_and_true_takes_any() -> None:
         ({"p": {"$ref": "https://example.com/s.json"}}, "https://example.com/s.json"),
         ({"p": {"$ref": "#anchor"}}, "#anchor"),
         ({"default": {"$ref": "#/$defs/gone"}}, "#/$defs/gone"),  # named like a keyword
+        ({"p": {"type": "object", "default": {"$ref": "#/x"}}}, "#/x"),  # a value: refused too
         ({"p": {"$defs": {"inner": {"$ref": "#/gone"}}}}, "#/gone"),
     ],
 )
@@ -401,7 +402,10 @@ def test_a_reference_the_validator_could_not_follow_is_refused_at_listing(
     with pytest.raises(ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema "):
         _build(schema)
     if ref is not None:
-        with pytest.raises(ToolDefinitionError, match=f"refers to {re.escape(repr(ref))}, which"):
+        message = f"its inputSchema refers to {ref!r}, which is not a schema inside it"
+        with pytest.raises(
+            ToolDefinitionError, match=f"^cannot take MCP tool 't': {re.escape(message)}$"
+        ):
             _build(schema)
 
 
@@ -409,6 +413,8 @@ def test_a_reference_the_validator_could_not_follow_is_refused_at_listing(
     ("schema", "message"),
     [
         ({"properties": {"p": {"$id": "http://x/p"}}}, "uses $id below its root"),
+        ({"not": {"$id": "http://x/n"}, "properties": {}}, "uses $id below its root"),
+        ({"allOf": [{"$id": "http://x/a"}], "properties": {}}, "uses $id below its root"),
         ({"properties": {"p": {"$anchor": "p"}}}, "uses $anchor"),
         ({"$dynamicAnchor": "node", "properties": {}}, "uses $dynamicAnchor"),
         ({"properties": {"p": {"$dynamicRef": "#node"}}}, "uses $dynamicRef"),
@@ -419,28 +425,39 @@ def test_keywords_that_move_how_references_resolve_are_refused(
     schema: dict[str, Any], message: str
 ) -> None:
     """$id below the root, anchors and dynamic references are refused at listing."""
-    with pytest.raises(ToolDefinitionError, match=re.escape(f"inputSchema {message}") + "$"):
+    expected = f"cannot take MCP tool 't': its inputSchema {message}"
+    with pytest.raises(ToolDefinitionError, match=f"^{re.escape(expected)}$"):
         _build(schema)
 
 
 @pytest.mark.parametrize(
     "ref",
-    ["#", "#/$defs/a", "#/$defs/list/anyOf/0", "#/$defs/a~1b", "#/$defs/c~0d", "#/$defs/e%25f"],
+    [
+        "#",
+        "#/$defs/a",
+        "#/$defs/yes",
+        "#/$defs/no",
+        "#/$defs/list/anyOf/0",
+        "#/$defs/a~1b",
+        "#/$defs/c~0d",
+        "#/$defs/e%25f",
+    ],
 )
 def test_a_reference_into_the_schema_itself_is_taken(ref: str) -> None:
-    """Pointers into the listing, escapes decoded as the validator does, and a root $id list."""
+    """Pointers into the listing (escapes decoded as the validator does) and a root $id list."""
     schema = {
         "$id": "https://example.com/tool",
         "type": "object",
-        "properties": {"p": {"$ref": ref}, "$id": {"type": "string"}, "const": {"enum": [1]}},
+        "properties": {"p": {"$ref": ref}, "$id": {"type": "string"}, "$ref": {"enum": [1]}},
         "$defs": {
             "a": {"type": "string"},
             "list": {"anyOf": [{"type": "string"}]},
             "a/b": {"type": "string"},
             "c~d": {"type": "string"},
             "e%f": {"type": "string"},
+            "yes": True,
+            "no": False,
         },
-        "default": {"$ref": "#/nowhere"},  # a value, not a schema
     }
     built = _build(schema)
     assert "p" in built.parameter_names

@@ -38,8 +38,6 @@ from ownloop.tools._schema import admits_null, strict_schema
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
 _MAX_ERROR_CHARS = 2000
-_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
-_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 _SCOPE_KEYWORDS = ("$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef")
 
 
@@ -236,6 +234,8 @@ def _check_references(schema: dict[str, Any], tool: str) -> None:
     ``#/properties/a/items``) that reaches a schema (an object, ``true`` or ``false``), and no
     keyword may move the base or name an anchor (``$id`` below the root, ``$anchor``,
     ``$dynamicRef``...): such a reference would otherwise raise from the validator at call time.
+    Every object is read so, values too (a ``default`` holding such a key is refused as well):
+    a refusal too many is a `ToolDefinitionError`, one too few a crash at call time.
 
     Raises:
         ToolDefinitionError: A reference that does not resolve inside the schema, or a keyword
@@ -261,11 +261,7 @@ def _check_references(schema: dict[str, Any], tool: str) -> None:
                 f"cannot take MCP tool {tool!r}: its inputSchema refers to {ref!r}, "
                 "which is not a schema inside it"
             )
-        for key, value in node.items():
-            if key in _SCHEMA_MAPS and isinstance(value, dict):
-                pending.extend((child, False) for child in value.values())  # names are free
-            elif key not in _DATA_KEYWORDS:
-                pending.append((value, False))
+        pending.extend((value, False) for value in node.values())
 
 
 def _pointed(root: Any, ref: str) -> Any:
