@@ -6,6 +6,7 @@ the conversion of one listed tool (``build_tool``).
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -45,13 +46,25 @@ def _chain(hops: int, last: dict[str, Any]) -> dict[str, Any]:
 NULLABLE = {"type": ["string", "null"]}
 
 
-def test_an_optional_ref_to_a_nullable_definition_keeps_absent_apart_from_null() -> None:
-    """A $ref to a definition admitting null: an omitted field is not sent, a null one is."""
+@pytest.mark.parametrize(
+    "email",
+    [
+        {"$ref": "#/$defs/MaybeEmail"},
+        {"$ref": "#/$defs/Alias"},
+        {"allOf": [{"$ref": "#/$defs/MaybeEmail"}]},
+        {"anyOf": [{"type": "integer"}, {"allOf": [{"$ref": "#/$defs/Alias"}]}]},
+        {"oneOf": [{"$ref": "#/$defs/MaybeEmail"}]},
+    ],
+)
+def test_an_optional_ref_to_a_nullable_definition_keeps_absent_apart_from_null(
+    email: dict[str, Any],
+) -> None:
+    """Null via $ref, a chain of them or allOf: an omitted field is not sent, a null one is."""
     schema = {
         "type": "object",
-        "properties": {"phone": {"type": "string"}, "email": {"$ref": "#/$defs/Email"}},
+        "properties": {"phone": {"type": "string"}, "email": email},
         "required": ["phone"],
-        "$defs": {"Email": NULLABLE},
+        "$defs": {"MaybeEmail": NULLABLE, "Alias": {"$ref": "#/$defs/MaybeEmail"}},
     }
     hostile = Hostile(tool("update_contact", schema))
     server = InProcessServer(
@@ -138,10 +151,8 @@ def test_branches_spend_the_depth_too() -> None:
     assert not _build(branching(3), max_schema_depth=6).spec.strict
 
 
-def test_a_reference_to_nothing_says_nothing_and_defs_that_are_not_a_map_are_refused() -> None:
-    """An unresolved $ref admits no null by itself; a non-object $defs is an invalid schema."""
-    missing = {"type": "object", "properties": {"p": {"$ref": "#/$defs/gone"}}}
-    assert not _build(missing).spec.strict  # strict mode refuses it; the server's schema stays
+def test_defs_that_are_not_a_map_are_refused() -> None:
+    """A non-object $defs is an invalid schema."""
     broken = {"type": "object", "properties": {"p": {"$ref": "#/$defs/x"}}, "$defs": 5}
     with pytest.raises(ToolDefinitionError, match="invalid"):
         _build(broken)
@@ -266,6 +277,8 @@ def test_what_admits_null_decides_the_form(optional: Any, strict: bool) -> None:
     built = _build(schema)
     assert built.spec.strict is strict
     assert _sent(built, {"q": "x"}) == {"q": "x"}
+    # Argument validation decides null as the conversion did: a null kept means null, not absent.
+    assert _sent(built, {"p": None, "q": "x"}) == ({"q": "x"} if strict else {"p": None, "q": "x"})
 
 
 def test_refusals_name_the_servers_tool() -> None:
@@ -305,3 +318,146 @@ def test_references_are_followed_at_any_depth_of_the_schema() -> None:
         assert not built.spec.strict
         assert _sent(built, {"p": {}}) == {"p": {}}
         assert _sent(built, {"p": {"r": None}}) == {"p": {"r": None}}
+
+
+@pytest.mark.parametrize(
+    ("properties", "required"),
+    [
+        ({"p": True}, ["p"]),
+        ({"p": False}, ["p"]),
+        ({"p": False}, []),
+        ({"p": {"anyOf": [False, {"type": "string"}]}}, ["p"]),
+        ({"p": {"allOf": [True]}}, ["p"]),
+        ({"p": {"type": "array", "items": False}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/anything"}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/nothing"}}, []),
+        ({"p": {"$ref": "#/properties/q"}}, ["p"]),
+        ({"p": {"type": ["object", "null"], "properties": {}}}, ["p"]),
+        ({"p": {"type": ["array", "null"], "items": {"type": "string"}}}, ["p"]),
+        ({"p": {"$ref": "#/$defs/holder/properties/inner"}}, ["p"]),
+    ],
+)
+def test_a_schema_strict_mode_cannot_take_falls_back_instead_of_raising(
+    properties: dict[str, Any], required: list[str]
+) -> None:
+    """Schemas true and false, type lists with object or array, deep refs: the server's schema."""
+    schema = {
+        "type": "object",
+        "properties": {**properties, "q": {"type": "string"}},
+        "required": [*required, "q"],
+        "$defs": {
+            "anything": True,
+            "nothing": False,
+            "holder": {"type": "object", "properties": {"inner": {"type": "string"}}},
+            "inner": {"type": "integer"},
+        },
+    }
+    built = _build(schema)
+    assert not built.spec.strict
+    shown = built.spec.parameters["properties"]["p"]
+    closing = ("additionalProperties", "unevaluatedProperties")  # ownloop closes every object
+    opened = (
+        {k: v for k, v in shown.items() if k not in closing} if isinstance(shown, dict) else shown
+    )
+    assert opened == properties["p"]
+    assert built.spec.parameters["required"] == [*required, "q"]
+
+
+def test_the_schema_false_refuses_every_value_and_true_takes_any() -> None:
+    """Offered with the server's schema, false refuses any value sent and true takes one as is."""
+    schema = {"type": "object", "properties": {"no": False, "any": True}}
+    built = _build(schema)
+    assert _sent(built, {"any": {"x": [1]}}) == {"any": {"x": [1]}}
+    refused = built.validate(ToolCall(id="c", name="t", arguments={"no": 1}))
+    assert not isinstance(refused, ValidatedCall)
+
+
+@pytest.mark.parametrize(
+    ("where", "ref"),
+    [
+        ({"p": {"$ref": "#/$defs/gone"}}, "#/$defs/gone"),
+        ({"p": {"type": "object", "properties": {"r": {"$ref": "#/$defs/gone"}}}}, None),
+        ({"p": {"anyOf": [{"type": "string"}, {"$ref": "#/$defs/a/x"}]}}, "#/$defs/a/x"),
+        ({"p": {"$ref": "#/$defs/a/type"}}, None),  # a string, not a schema
+        ({"p": {"$ref": "#/$defs/b/0"}}, None),  # through false
+        ({"p": {"$ref": "#/$defs/list/anyOf/1"}}, None),
+        ({"p": {"$ref": "#/$defs/list/anyOf/x"}}, None),
+        ({"p": {"$ref": "#/$defs/list/anyOf/\u0660"}}, None),  # a digit, but not an ASCII one
+        ({"p": {"$ref": "https://example.com/s.json"}}, "https://example.com/s.json"),
+        ({"p": {"$ref": "#anchor"}}, "#anchor"),
+        ({"default": {"$ref": "#/$defs/gone"}}, "#/$defs/gone"),  # named like a keyword
+        ({"p": {"type": "object", "default": {"$ref": "#/x"}}}, "#/x"),  # a value: refused too
+        ({"p": {"$defs": {"inner": {"$ref": "#/gone"}}}}, "#/gone"),
+    ],
+)
+def test_a_reference_the_validator_could_not_follow_is_refused_at_listing(
+    where: dict[str, Any], ref: str | None
+) -> None:
+    """A $ref that does not reach a schema inside the listing is a ToolDefinitionError."""
+    schema = {
+        "type": "object",
+        "properties": where,
+        "$defs": {"a": {"type": "string"}, "b": False, "list": {"anyOf": [{"type": "string"}]}},
+    }
+    with pytest.raises(ToolDefinitionError, match=r"^cannot take MCP tool 't': its inputSchema "):
+        _build(schema)
+    if ref is not None:
+        message = f"its inputSchema refers to {ref!r}, which is not a schema inside it"
+        with pytest.raises(
+            ToolDefinitionError, match=f"^cannot take MCP tool 't': {re.escape(message)}$"
+        ):
+            _build(schema)
+
+
+@pytest.mark.parametrize(
+    ("schema", "message"),
+    [
+        ({"properties": {"p": {"$id": "http://x/p"}}}, "uses $id below its root"),
+        ({"not": {"$id": "http://x/n"}, "properties": {}}, "uses $id below its root"),
+        ({"allOf": [{"$id": "http://x/a"}], "properties": {}}, "uses $id below its root"),
+        ({"properties": {"p": {"$anchor": "p"}}}, "uses $anchor"),
+        ({"$dynamicAnchor": "node", "properties": {}}, "uses $dynamicAnchor"),
+        ({"properties": {"p": {"$dynamicRef": "#node"}}}, "uses $dynamicRef"),
+        ({"properties": {"p": {"items": {"$recursiveRef": "#"}}}}, "uses $recursiveRef"),
+    ],
+)
+def test_keywords_that_move_how_references_resolve_are_refused(
+    schema: dict[str, Any], message: str
+) -> None:
+    """$id below the root, anchors and dynamic references are refused at listing."""
+    expected = f"cannot take MCP tool 't': its inputSchema {message}"
+    with pytest.raises(ToolDefinitionError, match=f"^{re.escape(expected)}$"):
+        _build(schema)
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "#",
+        "#/$defs/a",
+        "#/$defs/yes",
+        "#/$defs/no",
+        "#/$defs/list/anyOf/0",
+        "#/$defs/a~1b",
+        "#/$defs/c~0d",
+        "#/$defs/e%25f",
+    ],
+)
+def test_a_reference_into_the_schema_itself_is_taken(ref: str) -> None:
+    """Pointers into the listing (escapes decoded as the validator does) and a root $id list."""
+    schema = {
+        "$id": "https://example.com/tool",
+        "type": "object",
+        "properties": {"p": {"$ref": ref}, "$id": {"type": "string"}, "$ref": {"enum": [1]}},
+        "$defs": {
+            "a": {"type": "string"},
+            "list": {"anyOf": [{"type": "string"}]},
+            "a/b": {"type": "string"},
+            "c~d": {"type": "string"},
+            "e%f": {"type": "string"},
+            "yes": True,
+            "no": False,
+        },
+    }
+    built = _build(schema)
+    assert "p" in built.parameter_names

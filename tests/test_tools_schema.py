@@ -661,6 +661,18 @@ def test_free_form_map_is_rejected_naming_function_and_parameter() -> None:
             Annotated[int, WithJsonSchema({"$ref": "https://example.com/x"})],
             "not a local definition",
         ),
+        (Annotated[int, WithJsonSchema({"anyOf": [True, {"type": "integer"}]})], "any value"),
+        (
+            Annotated[int, WithJsonSchema({"anyOf": [False, {"type": "integer"}]})],
+            "accepts no value (the schema false), which strict mode cannot express",
+        ),
+        (Annotated[int, WithJsonSchema({"allOf": [False]})], "accepts no value"),
+        (Annotated[int, WithJsonSchema({"allOf": [True]})], "accepts any value"),
+        (
+            Annotated[list[int], WithJsonSchema({"type": ["array", "null"], "items": {}})],
+            "has the type list ['array', 'null'], which strict mode cannot express",
+        ),
+        (Annotated[int, WithJsonSchema({"type": ["object", "null"]})], "type list"),
     ],
 )
 def test_constructs_strict_mode_cannot_express(annotation: Any, fragment: str) -> None:

@@ -24,6 +24,7 @@ import asyncio
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import mcp.types as mcp_types
 
@@ -32,11 +33,12 @@ from ownloop.exceptions import ConfigurationError, ToolDefinitionError
 from ownloop.mcp._config import ServerOptions
 from ownloop.mcp._validate import SchemaCheck, check_limits, closed, schema_check
 from ownloop.tools import ExternalHandler, ExternalTool, ToolContext, to_jsonable
-from ownloop.tools._schema import resolve_ref, strict_schema
+from ownloop.tools._schema import admits_null, strict_schema
 
 __all__ = ["build_tool", "call_result", "effect_of", "is_idempotent"]
 
 _MAX_ERROR_CHARS = 2000
+_SCOPE_KEYWORDS = ("$id", "$anchor", "$dynamicAnchor", "$dynamicRef", "$recursiveRef")
 
 
 def effect_of(tool: mcp_types.Tool, options: ServerOptions) -> Effect:
@@ -90,6 +92,7 @@ def build_tool(
     visible = _without(source, key_argument) if takes_key else source
     shown = closed(visible)
     check = schema_check(shown, visible, tool.name)  # an invalid schema is refused first
+    _check_references(visible, tool.name)
     try:
         defs, limit = visible.get("$defs", {}), options.max_schema_depth
         if _keeps_absent(visible, defs, limit):  # documented: strict form loses "absent"
@@ -205,7 +208,12 @@ def _maybe_json(text: str) -> JsonValue:
 
 
 def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
-    """Whether an object in the schema has an optional property that already admits null."""
+    """Whether an object in the schema has an optional property that already admits null.
+
+    `admits_null` decides, as for Python tools: each ``$ref`` followed and each branch entered
+    spends one of ``limit`` (``max_schema_depth``), and a schema it cannot settle (a cycle of
+    references) is taken as admitting null, which only keeps the server's own schema.
+    """
     if isinstance(schema, list):
         return any(_keeps_absent(item, defs, limit) for item in schema)
     if not isinstance(schema, dict):
@@ -214,38 +222,66 @@ def _keeps_absent(schema: Any, defs: dict[str, Any], limit: int) -> bool:
     if isinstance(properties, dict):
         required = set(schema.get("required", ()))
         for name, child in properties.items():
-            if name not in required and _admits_null(child, defs, limit):
+            if name not in required and admits_null(child, defs, limit):
                 return True
     return any(_keeps_absent(value, defs, limit) for value in schema.values())
 
 
-def _admits_null(node: Any, defs: dict[str, Any], limit: int) -> bool:  # noqa: PLR0911
-    """Whether a property's schema takes ``null``, following local ``$ref``s and branches.
+def _check_references(schema: dict[str, Any], tool: str) -> None:
+    """Refuse a schema whose references the validator could not follow when a call comes.
 
-    Each ``$ref`` followed and each branch entered spends one of ``limit`` (``max_schema_depth``):
-    a schema that runs out (a cycle of references) is taken as admitting null, which only keeps
-    the server's own schema (``strict=False``). A schema of any type says no: strict mode refuses
-    it anyway. The boolean schema ``true`` takes anything, ``false`` nothing.
+    Every ``$ref`` must be a JSON pointer into the schema itself (``#``, ``#/$defs/X``,
+    ``#/properties/a/items``) that reaches a schema (an object, ``true`` or ``false``), and no
+    keyword may move the base or name an anchor (``$id`` below the root, ``$anchor``,
+    ``$dynamicRef``...): such a reference would otherwise raise from the validator at call time.
+    Every object is read so, values too (a ``default`` holding such a key is refused as well):
+    a refusal too many is a `ToolDefinitionError`, one too few a crash at call time.
+
+    Raises:
+        ToolDefinitionError: A reference that does not resolve inside the schema, or a keyword
+            that changes how references resolve.
     """
-    if not isinstance(node, dict):
-        return node is True
-    if limit <= 0:
-        return True
-    target = resolve_ref(node, defs)
-    if target is not node:
-        return _admits_null(target, defs, limit - 1)
-    kind = node.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
-        return True
-    if "const" in node:
-        return node["const"] is None
-    if "enum" in node:
-        return None in node["enum"]
-    for key, wanted in (("anyOf", any), ("oneOf", any), ("allOf", all)):
-        branches = node.get(key)
-        if isinstance(branches, list):
-            return wanted(_admits_null(branch, defs, limit - 1) for branch in branches)
-    return False
+    pending: list[tuple[Any, bool]] = [(schema, True)]
+    while pending:
+        node, at_root = pending.pop()
+        if isinstance(node, list):
+            pending.extend((item, False) for item in node)
+        if not isinstance(node, dict):
+            continue
+        for key in _SCOPE_KEYWORDS:
+            if isinstance(node.get(key), str) and not (at_root and key == "$id"):
+                raise ToolDefinitionError(
+                    f"cannot take MCP tool {tool!r}: its inputSchema uses {key} below its root"
+                    if key == "$id"
+                    else f"cannot take MCP tool {tool!r}: its inputSchema uses {key}"
+                )
+        ref = node.get("$ref")
+        if isinstance(ref, str) and not isinstance(_pointed(schema, ref), dict | bool):
+            raise ToolDefinitionError(
+                f"cannot take MCP tool {tool!r}: its inputSchema refers to {ref!r}, "
+                "which is not a schema inside it"
+            )
+        pending.extend((value, False) for value in node.values())
+
+
+def _pointed(root: Any, ref: str) -> Any:
+    """What the local reference ``ref`` (``#`` or ``#/a/b``) points at in ``root``, else ``None``.
+
+    Decoded as the validator decodes it: percent-escapes first, then ``~1`` and ``~0``.
+    """
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for segment in unquote(ref[2:]).split("/"):
+        if isinstance(node, dict):
+            node = node.get(segment.replace("~1", "/").replace("~0", "~"))
+        elif isinstance(node, list) and segment.isascii() and segment.isdigit():
+            node = node[int(segment)] if int(segment) < len(node) else None
+        else:
+            return None
+    return node
 
 
 def _source_schema(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -168,7 +168,7 @@ def _encodable(value: Any) -> bool:
     return True
 
 
-def restore_defaults(value: Any, schema: dict[str, Any], defs: dict[str, Any]) -> None:
+def restore_defaults(value: Any, schema: Any, defs: dict[str, Any]) -> None:
     """Remove ``null`` from optional fields whose type does not admit ``None`` (in place).
 
     Walks ``value`` alongside Pydantic's own schema of the arguments, where a defaulted field is
@@ -180,10 +180,14 @@ def restore_defaults(value: Any, schema: dict[str, Any], defs: dict[str, Any]) -
         schema: The Pydantic schema (or sub-schema) describing ``value``.
         defs: The schema's ``$defs``.
     """
+    if not isinstance(schema, dict):
+        return  # the schemas true and false (an MCP tool's) say nothing about defaults
     schema = resolve_ref(schema, defs)
     branches = schema.get("anyOf", schema.get("oneOf", schema.get("allOf")))
     if isinstance(branches, list):
-        fitting = [b for b in branches if _holds(resolve_ref(b, defs), value)]
+        fitting = [
+            b for b in branches if isinstance(b, dict) and _holds(resolve_ref(b, defs), value)
+        ]
         if len(fitting) == 1:
             restore_defaults(value, fitting[0], defs)
     elif isinstance(value, dict):

@@ -16,7 +16,12 @@ Rules this module enforces on every strict schema (the tests state them as a che
    definitions are pruned.
 5. What strict mode cannot express fails with `ToolDefinitionError` naming the function and the
    parameter: free-form maps (``dict[str, X]``, models allowing extra fields), fixed-length tuples
-   (``prefixItems``), values of any type (``Any``, bare ``list``), multi-element ``allOf``.
+   (``prefixItems``), values of any type (``Any``, bare ``list``, the schema ``true``), the schema
+   ``false``, a type list naming ``object`` or ``array``, multi-element ``allOf``, a ``$ref`` that
+   is not ``#/$defs/<name>``. No valid JSON schema makes the converter raise anything else.
+6. Whether a field admits ``null`` is decided by `admits_null` alone (here, in argument
+   validation and in the MCP conversion): it follows local references and ``allOf``, ``anyOf``
+   and ``oneOf``, bounded, and says yes when it cannot tell.
 
 Nothing here validates arguments; `ownloop.tools._arguments` does that with the Pydantic model.
 """
@@ -25,11 +30,19 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from ownloop.tools._signature import definition_error
 
-__all__ = ["STRICT_KEYWORDS", "admits_null", "plain_schema", "resolve_ref", "strict_schema"]
+__all__ = [
+    "MAX_NULL_DEPTH",
+    "STRICT_KEYWORDS",
+    "admits_null",
+    "plain_schema",
+    "resolve_ref",
+    "strict_schema",
+]
 
 STRICT_KEYWORDS = frozenset(
     {
@@ -52,29 +65,54 @@ _STRUCTURAL = frozenset(
     {"properties", "required", "items", "anyOf", "additionalProperties", "$ref", "$defs"}
 )  # rebuilt by the converter, never copied
 _MAP_KEYWORDS = ("patternProperties", "propertyNames", "unevaluatedProperties")
+_LOCAL = "#/$defs/"
+
+MAX_NULL_DEPTH = 64
+"""How many references and branches `admits_null` follows by default (MCP's deepest schema)."""
 
 
 def resolve_ref(node: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
-    """Follow ``node``'s local ``$ref`` (if any) into ``defs``; return ``node`` otherwise."""
-    ref = node.get("$ref")
-    target = defs.get(ref.rsplit("/", 1)[-1]) if isinstance(ref, str) else None
+    """Follow ``node``'s local ``$ref`` (``#/$defs/<name>``) into ``defs``; else return ``node``."""
+    name = _definition_name(node.get("$ref"))
+    target = None if name is None else defs.get(name)
     return target if isinstance(target, dict) else node
 
 
-def admits_null(node: dict[str, Any], defs: dict[str, Any]) -> bool:
-    """Whether the schema ``node`` accepts JSON ``null`` (an untyped schema accepts anything)."""
-    node = resolve_ref(node, defs)
-    kind = node.get("type")
-    if kind == "null" or (isinstance(kind, list) and "null" in kind):
+def admits_null(node: Any, defs: Mapping[str, Any], limit: int = MAX_NULL_DEPTH) -> bool:
+    """Whether the schema ``node`` accepts JSON ``null``: the one rule every caller follows.
+
+    Every keyword present must allow ``null`` (``type``, ``const``, ``enum``, a local ``$ref``
+    into ``defs``, every part of ``allOf``, some branch of ``anyOf`` and of ``oneOf``). Each
+    reference followed and each part or branch entered spends one of ``limit``. When it cannot
+    tell, it says yes, which only keeps ``null`` meaning ``None`` (or an MCP tool's own schema):
+    a schema that runs out of ``limit`` (a cycle of references), a reference to nothing, and an
+    untyped schema (``{}``, ``true``). The schema ``false`` accepts nothing.
+
+    Args:
+        node: A JSON schema: an object, ``true`` or ``false``.
+        defs: The definitions local references point into.
+        limit: How many references and branches may be followed.
+    """
+    if isinstance(node, bool):
+        return node
+    if not isinstance(node, dict) or limit <= 0:
         return True
-    if "const" in node:
-        return node["const"] is None
-    if "enum" in node:
-        return None in node["enum"]
-    branches = node.get("anyOf", node.get("oneOf"))
-    if isinstance(branches, list):
-        return any(admits_null(branch, defs) for branch in branches)
-    return not any(key in node for key in ("type", "$ref", "allOf"))
+    kind = node.get("type", "null")
+    name = _definition_name(node.get("$ref"))
+    target = True if name is None else defs.get(name, True)  # no reference, or one to nothing
+    inner = limit - 1
+    return (
+        "null" in (kind if isinstance(kind, list) else [kind])
+        and node.get("const") is None
+        and None in node.get("enum", [None])
+        and admits_null(target, defs, inner)
+        and all(admits_null(part, defs, inner) for part in node.get("allOf", []))
+        and all(
+            any(admits_null(branch, defs, inner) for branch in node[key])
+            for key in ("anyOf", "oneOf")
+            if key in node
+        )
+    )
 
 
 def plain_schema(raw: dict[str, Any]) -> dict[str, Any]:
@@ -121,7 +159,17 @@ class _Strictifier:
         hint = "; change the type or register the tool with strict=False"
         return definition_error(self.label, parameter, f"{where}{problem}{hint}")
 
-    def convert(self, node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    def refuse_boolean(self, node: Any, path: tuple[str, ...]) -> Exception:
+        """The error for the schema ``true`` or ``false`` (which a listed MCP tool may hold)."""
+        what = "accepts no value (the schema false)" if node is False else "accepts any value"
+        return self.fail(path, f"{what}, which strict mode cannot express")
+
+    def convert(self, node: Any, path: tuple[str, ...]) -> dict[str, Any]:
+        if not isinstance(node, dict):
+            raise self.refuse_boolean(node, path)
+        kind = node.get("type")
+        if isinstance(kind, list) and ("object" in kind or "array" in kind):
+            raise self.fail(path, f"has the type list {kind}, which strict mode cannot express")
         if "$ref" in node:
             return self.convert_ref(node, path)
         if "allOf" in node:
@@ -156,9 +204,9 @@ class _Strictifier:
         return out
 
     def convert_ref(self, node: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
-        ref = str(node["$ref"])
-        name = ref.rsplit("/", 1)[-1]
-        if not ref.startswith("#/$defs/") or name not in self.defs:
+        ref = node["$ref"]
+        name = _definition_name(ref)
+        if name is None or name not in self.defs:
             raise self.fail(path, f"refers to {ref!r}, which is not a local definition")
         if name not in self.done and name not in self.in_progress:
             self.in_progress.add(name)
@@ -173,6 +221,8 @@ class _Strictifier:
         parts = node["allOf"]
         if len(parts) != 1:
             raise self.fail(path, "combines several schemas (allOf)")
+        if not isinstance(parts[0], dict):
+            raise self.refuse_boolean(parts[0], path)
         rest = {key: value for key, value in node.items() if key != "allOf"}
         return {**parts[0], **rest}
 
@@ -231,6 +281,13 @@ def _append(description: Any, note: str) -> str:
     return f"{text} {note}".strip()
 
 
+def _definition_name(ref: Any) -> str | None:
+    """The name in a local reference ``#/$defs/<name>``; ``None`` for any other reference."""
+    if not isinstance(ref, str) or not ref.startswith(_LOCAL) or "/" in ref[len(_LOCAL) :]:
+        return None
+    return ref[len(_LOCAL) :]
+
+
 def _format_path(path: tuple[str, ...]) -> str:
     text = ""
     for part in path:
@@ -245,12 +302,10 @@ def _referenced(schema: dict[str, Any], defs: dict[str, dict[str, Any]]) -> set[
     while pending:
         node = pending.pop()
         if isinstance(node, dict):
-            ref = node.get("$ref")
-            if isinstance(ref, str):
-                name = ref.rsplit("/", 1)[-1]
-                if name not in found:
-                    found.add(name)
-                    pending.append(defs.get(name))
+            name = _definition_name(node.get("$ref"))
+            if name is not None and name not in found:
+                found.add(name)
+                pending.append(defs.get(name))
             pending.extend(value for key, value in node.items() if key != "$defs")
         elif isinstance(node, list):
             pending.extend(node)
