@@ -12,7 +12,10 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ownloop import Agent
+import anyio
+import pytest
+
+from ownloop import Agent, ConfigurationError, Limits
 from ownloop.mcp import InProcessServer, MCPToolset
 from ownloop.policy import allow_writes
 from ownloop.testing import ScriptedModel, final, tool_call
@@ -87,3 +90,132 @@ def test_close_lets_an_in_flight_write_finish_and_ends_every_session_cleanly() -
     assert hostile.cancelled == 0
     assert transport.exits == [None]  # the session left normally, not by a cancellation
     assert transport.closed == transport.opened == 1
+
+
+class _Stubborn(Cuttable):
+    """A transport that will not finish closing when asked: its exit waits until cancelled."""
+
+    def __init__(self, hostile: Hostile) -> None:
+        super().__init__(hostile)
+        self.cancelled = 0
+
+    async def __aexit__(self, kind: object, *exc: object) -> None:
+        await super().__aexit__(kind, *exc)
+        try:  # the session is over, but the transport never finishes closing
+            await anyio.sleep_forever()
+        except anyio.get_cancelled_exc_class():
+            self.cancelled += 1
+            raise
+
+
+def test_close_waits_for_every_call_in_flight_up_to_the_longest_call_timeout() -> None:
+    """Two writes in flight both finish; the bound is the longest call_timeout_s of the servers."""
+    hostile = Hostile(tool("quick_write"), tool("slow_write"))
+    hostile.delays.update(quick_write=0.05, slow_write=0.4)
+    transport, record = _cuttable(hostile)
+    brief = InProcessServer(name="brief", server=Hostile().server(), call_timeout_s=0.01)
+    tools = MCPToolset(brief, record).start()
+    results: list[Any] = []
+
+    def write(name: str) -> None:
+        results.append(_invoke(tools, name))
+
+    writers = [threading.Thread(target=write, args=(n,), daemon=True) for n in hostile.delays]
+    for writer in writers:
+        writer.start()
+    _wait_for(lambda: len(hostile.calls) == 2, "both writes to reach the server")
+    _within(tools.close, "close()")
+    for writer in writers:
+        writer.join(_BOUND_S)
+    assert sorted(hostile.finished) == ["quick_write", "slow_write"]
+    assert sorted(str(r["done"]) for r in results) == ["quick_write", "slow_write"]
+    assert transport.exits == [None]
+
+
+def test_close_with_nothing_in_flight_ends_at_once_and_refuses_later_calls() -> None:
+    """With no call in flight close() does not wait out call_timeout_s; then calls are refused."""
+    hostile = Hostile(tool("look"))
+    transport, record = _cuttable(hostile, effects={"look": "read"})
+    tools = MCPToolset(record).start()
+    assert _invoke(tools, "look") == {"done": "look", "arguments": {}}
+    _within(tools.close, "close()", bound_s=3.0)
+    with pytest.raises(ConfigurationError, match="not started"):
+        _invoke(tools, "look")
+    assert transport.closed == transport.opened == 1
+    assert hostile.names() == ["look"]
+
+
+def test_a_session_that_will_not_end_is_cancelled_after_the_longest_startup_timeout() -> None:
+    """close() gives a session startup_timeout_s to end on its own, then cancels it."""
+    hostile = Hostile(tool("look"))
+    transport = _Stubborn(hostile)
+    record = InProcessServer(name="stubborn", server=transport, startup_timeout_s=0.2)
+    other = InProcessServer(name="other", server=Hostile().server(), startup_timeout_s=0.1)
+    tools = MCPToolset(other, record).start()
+    _within(tools.close, "close()")
+    assert transport.cancelled == 1
+    assert transport.closed == transport.opened == 1
+
+
+def test_a_toolset_of_python_tools_alone_starts_calls_and_closes() -> None:
+    """With no server at all, the toolset still starts, runs its Python tools and closes."""
+    tools = MCPToolset()
+
+    @tools.tool(effect="read")
+    def hello() -> str:
+        """Say hello."""
+        return "hello"
+
+    with tools:
+        result = Agent(ScriptedModel([tool_call("hello"), final("ok")]), tools).run_sync("hi")
+        _within(tools.close, "close()")
+    assert result.receipts[0].data == "hello"
+
+
+def test_a_listing_in_flight_at_close_is_abandoned_and_reconnects_nothing() -> None:
+    """A refresh after a change notice is cancelled by close(); it opens no new session."""
+    hostile = Hostile(tool("announce"), tool("look"))
+    transport, record = _cuttable(hostile, effects={"announce": "read"})
+    tools = MCPToolset(record).start()
+    hostile.list_delay_s = 60
+    assert _invoke(tools, "announce") == {"announced": True}
+    _wait_for(lambda: hostile.listing_now == 1, "the refresh to start listing")
+    _within(tools.close, "close()")
+    assert transport.opened == transport.closed == 1
+    assert tools.refresh_error is None  # abandoned, not failed
+
+
+def test_a_restarted_toolset_starts_afresh_with_its_whole_reconnect_budget() -> None:
+    """After close(), start() opens new sessions; the spent reconnect budget is whole again."""
+    hostile = Hostile(tool("cut"), tool("look"))
+    transport, record = _cuttable(
+        hostile, effects={"cut": "read", "look": "read"}, max_reconnects=1
+    )
+    tools = MCPToolset(record)
+    for life in (1, 2):
+        with tools:
+            assert transport.opened == 2 * life - 1
+            model = ScriptedModel([tool_call("cut"), tool_call("look"), final("ok")])
+            result = Agent(model, tools).run_sync("r")
+            assert [r.status for r in result.receipts] == ["error", "ok"]
+            assert transport.opened == 2 * life  # the look reconnected, spending the budget
+            Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+            model = ScriptedModel([tool_call("look"), final("ok")])
+            spent = Agent(model, tools, limits=Limits(max_tool_attempts=1)).run_sync("r")
+            (finished,) = [e.model_dump() for e in spent.trace if e.kind == "tool_finished"]
+            assert str(finished["message"]).endswith("reconnect budget (1) is spent")
+    assert transport.closed == transport.opened == 4
+    assert hostile.names() == ["cut", "look", "cut"] * 2
+
+
+def test_a_restart_never_relaxes_a_tool_the_toolset_offered_as_a_write() -> None:
+    """A tool listed as a write keeps that effect when a restarted server lists it as a read."""
+    hostile = Hostile(tool("flip", read_only=False))
+    tools = MCPToolset(InProcessServer(name="h", server=hostile.server(), trust_annotations=True))
+    with tools:
+        assert [spec.effect for spec in tools.specs()] == ["write"]
+    hostile.tools["flip"] = tool("flip", read_only=True, idempotent=True)
+    with tools:
+        (spec,) = tools.specs()
+    assert (spec.effect, spec.idempotent) == ("write", False)
+    assert hostile.listings == 2
