@@ -108,13 +108,12 @@ class _Stubborn(Cuttable):
             raise
 
 
-def test_close_waits_for_every_call_in_flight_up_to_the_longest_call_timeout() -> None:
-    """Two writes in flight both finish; the bound is the longest call_timeout_s of the servers."""
+def test_close_waits_for_every_call_in_flight() -> None:
+    """Two writes in flight, one longer than the other, both finish before the session ends."""
     hostile = Hostile(tool("quick_write"), tool("slow_write"))
     hostile.delays.update(quick_write=0.05, slow_write=0.4)
     transport, record = _cuttable(hostile)
-    brief = InProcessServer(name="brief", server=Hostile().server(), call_timeout_s=0.01)
-    tools = MCPToolset(brief, record).start()
+    tools = MCPToolset(record).start()
     results: list[Any] = []
 
     def write(name: str) -> None:
@@ -219,3 +218,43 @@ def test_a_restart_never_relaxes_a_tool_the_toolset_offered_as_a_write() -> None
         (spec,) = tools.specs()
     assert (spec.effect, spec.idempotent) == ("write", False)
     assert hostile.listings == 2
+
+
+def test_a_toolset_takes_only_server_records() -> None:
+    """Anything but a server record is refused, saying which records it takes."""
+    with pytest.raises(ConfigurationError) as refused:
+        MCPToolset("not a server")  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "MCPToolset takes StdioServer, HttpServer or InProcessServer records"
+    )
+
+
+def test_a_refresh_after_a_lost_connection_reconnects_to_list() -> None:
+    """refresh() on a dropped connection opens a new session within the budget, then lists."""
+    hostile = Hostile(tool("cut"), tool("look"))
+    transport, record = _cuttable(hostile, effects={"cut": "read", "look": "read"})
+    with MCPToolset(record) as tools:
+        Agent(ScriptedModel([tool_call("cut"), final("ok")]), tools).run_sync("r")
+        _wait_for(lambda: transport.closed == 1, "the cut session to end")
+        hostile.tools["new"] = tool("new")
+        _within(tools.refresh, "refresh()")
+        assert list(tools.names()) == ["cut", "look", "new"]
+    assert transport.opened == 2
+    assert hostile.listings == 2
+
+
+def test_a_read_lost_on_its_send_is_an_error_receipt_of_the_call() -> None:
+    """A read not declared idempotent, lost as it was sent, is an error receipt, not resent."""
+    hostile = Hostile(tool("look"))
+    transport, record = _cuttable(hostile, effects={"look": "read"})
+    with MCPToolset(record) as tools:
+        transport.broken = True
+        result = Agent(ScriptedModel([tool_call("look"), final("ok")]), tools).run_sync("r")
+    (receipt,) = result.receipts
+    assert (receipt.call_id, receipt.tool) == ("call-look", "look")
+    assert (receipt.status, receipt.effect) == ("error", "none")
+    assert receipt.message == (
+        "MCP call 'look' failed after it was sent: network is down; "
+        "not sent again (the tool is not declared idempotent)"
+    )
+    assert hostile.calls == []

@@ -11,6 +11,7 @@ call through it. Use it as a context manager (``async with`` / ``with``) or call
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -86,14 +87,13 @@ class MCPToolset(ToolRegistry):
         self._owned: dict[str, set[str]] = {name: set() for name in names}
         self._offered: dict[str, ToolSpec] = {}  # the strictest spec each tool ever had
         self._portal: BlockingPortal | None = None
-        self._in_flight = 0  # calls started on the toolset's loop and not yet ended
+        self._calls: set[concurrent.futures.Future[Any]] = set()  # sent and not yet ended
         self._mutation = threading.Lock()
         # Set by start() before anything reads them, afresh for each start:
         self._portal_context: AbstractContextManager[BlockingPortal]
         self._task_group: anyio.abc.TaskGroup  # holds the sessions
         self._listings: anyio.abc.TaskGroup  # holds the refreshes after change notices
         self._stop: anyio.Event
-        self._settled: anyio.Event | None
         self._refreshing: set[str]
         self._pending: set[str]
         self.refresh_error: Exception | None = None
@@ -127,17 +127,20 @@ class MCPToolset(ToolRegistry):
     def close(self) -> None:
         """Stop every server started here and the background loop (blocking; idempotent).
 
-        New calls are refused at once. Calls already sent may end first, each within the
-        longest ``call_timeout_s``; then every session is asked to end and given the longest
+        New calls are refused at once. Calls already made end first, each within its own
+        bounds (``startup_timeout_s`` to reconnect, then ``call_timeout_s`` or the run's
+        deadline); then every session is asked to end and given the longest
         ``startup_timeout_s`` to do so (a stdio server sees its input close and exits), and
         only what is left after that is cancelled.
         """
         portal = self._portal
         self._portal = None
         if portal is not None:
+            concurrent.futures.wait(self._calls.copy())
             try:
                 portal.call(self._shut_down)
-            finally:
+            finally:  # whatever failed, the loop ends (within the sessions' grace)
+                portal.call(self._stop.set)
                 self._portal_context.__exit__(None, None, None)
         for connection in self._connections.values():
             connection.release()
@@ -182,7 +185,6 @@ class MCPToolset(ToolRegistry):
     # ------------------------------------------------------------------ on the toolset's loop
     async def _supervise(self, *, task_status: TaskStatus[None]) -> None:
         self._stop = anyio.Event()
-        self._settled = None
         async with anyio.create_task_group() as sessions:
             self._task_group = sessions
             async with anyio.create_task_group() as listings:
@@ -195,16 +197,10 @@ class MCPToolset(ToolRegistry):
                 sessions.cancel_scope.deadline = anyio.current_time() + grace
 
     async def _shut_down(self) -> None:
-        """Let the calls in flight end (bounded), then ask every session to end."""
-        if self._in_flight:
-            self._settled = anyio.Event()
-            bound = max(c.options.call_timeout_s for c in self._connections.values())
-            with anyio.move_on_after(bound):
-                await self._settled.wait()
+        """Abandon the listings in flight, then ask every session to end."""
         self._listings.cancel_scope.cancel()  # a listing must not reconnect a closed session
         for connection in self._connections.values():
             await connection.close()
-        self._stop.set()
 
     async def _open_all(self) -> None:
         """Start every server at once (start-ups are slow), then take their tools in order."""
@@ -294,23 +290,13 @@ class MCPToolset(ToolRegistry):
                 arguments = {**arguments, str(key_argument): context.idempotency_key}
             portal = self._running_portal()
             future = portal.start_task_soon(self._call, connection, tool.name, arguments, context)
+            self._calls.add(future)  # close() lets it end first
+            future.add_done_callback(self._calls.discard)
             return await asyncio.wrap_future(future)
 
         return handler
 
     async def _call(
-        self, connection: Connection, name: str, arguments: dict[str, Any], context: ToolContext
-    ) -> Any:
-        """Send one call, counted in flight until it ends so that close() can wait for it."""
-        self._in_flight += 1
-        try:
-            return await self._send(connection, name, arguments, context)
-        finally:
-            self._in_flight -= 1
-            if not self._in_flight and self._settled is not None:
-                self._settled.set()
-
-    async def _send(
         self, connection: Connection, name: str, arguments: dict[str, Any], context: ToolContext
     ) -> Any:
         client = await connection.ensure(self._task_group)  # not sent yet: failures are transient
