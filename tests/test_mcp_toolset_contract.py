@@ -7,6 +7,7 @@ close, on a notice or on a call fails its test at once instead of at the runner'
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -258,3 +259,14 @@ def test_a_read_lost_on_its_send_is_an_error_receipt_of_the_call() -> None:
         "not sent again (the tool is not declared idempotent)"
     )
     assert hostile.calls == []
+
+
+def test_a_call_that_ends_leaves_no_error_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A finished call is forgotten quietly: nothing is logged at error level on its way out."""
+    hostile = Hostile(tool("look"))
+    with (
+        caplog.at_level(logging.ERROR),
+        MCPToolset(_cuttable(hostile, effects={"look": "read"})[1]) as tools,
+    ):
+        assert _invoke(tools, "look") == {"done": "look", "arguments": {}}
+    assert caplog.records == []
