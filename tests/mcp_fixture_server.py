@@ -4,8 +4,8 @@ Tools: ``free_form`` (a schema strict mode cannot express), ``keyed_write`` (dec
 ``idempotency_key``; records every call in a ledger file), ``slow`` (sleeps), ``die`` (exits the
 process mid-call, after appending to the ledger), ``grow`` (adds the tool ``extra`` and announces
 ``tools/list_changed``), ``boom`` (answers a JSON-RPC error), ``half_write`` (records, then
-answers an internal error). Run it with ``--ledger PATH`` over stdio, or with ``--http PORT``
-over Streamable HTTP.
+answers an internal error), ``slow_write`` (records its start, sleeps, records its end). Run it
+with ``--ledger PATH`` over stdio, or with ``--http PORT`` over Streamable HTTP.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def _tools() -> list[types.Tool]:
         _tool("grow", {"type": "object", "properties": {}}, read_only=True),
         _tool("boom", {"type": "object", "properties": {}}, read_only=True),
         _tool("half_write", {"type": "object", "properties": {}}),
+        _tool("slow_write", {"type": "object", "properties": {"seconds": {}}}),
     ]
     if _EXTRA["on"]:
         tools.append(_tool("extra", {"type": "object", "properties": {}}, read_only=True))
@@ -101,6 +102,11 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "half_write":
         _record({"tool": "half_write"})
         raise MCPError(code=-32603, message="failed half way")
+    if params.name == "slow_write":
+        _record({"tool": "slow_write", "state": "started"})
+        await anyio.sleep(float(arguments.get("seconds", 5)))
+        _record({"tool": "slow_write", "state": "finished"})
+        return _text({"written": True})
     if params.name == "extra" and _EXTRA["on"]:
         return _text({"extra": True})
     raise MCPError(code=-32602, message=f"unknown tool {params.name}")

@@ -82,7 +82,7 @@ def test_a_later_listing_never_relaxes_a_tool_but_a_stricter_one_applies_at_once
 def test_an_untrusted_read_that_times_out_is_cancelled_once_and_not_sent_again() -> None:
     """A declared read that answers late is cancelled, sent once, and costs no reconnect."""
     hostile = Hostile(tool("slow_read"), tool("fast_read"))
-    hostile.delays["slow_read"] = 60
+    hostile.delays["slow_read"] = 5  # far past the timeout, and a mutant without one fails soon
     record = _record(
         hostile, effects={"slow_read": "read", "fast_read": "read"}, call_timeout_s=0.3
     )
@@ -102,7 +102,7 @@ def test_an_untrusted_read_that_times_out_is_cancelled_once_and_not_sent_again()
 def test_a_declared_idempotent_read_is_retried_after_a_timeout() -> None:
     """Only a read declared idempotent is sent again after its request timed out."""
     hostile = Hostile(tool("slow_read"))
-    hostile.delays["slow_read"] = 60
+    hostile.delays["slow_read"] = 5  # far past the timeout, and a mutant without one fails soon
     record = _record(
         hostile, effects={"slow_read": "read"}, idempotent=("slow_read",), call_timeout_s=0.2
     )
@@ -116,7 +116,7 @@ def test_a_declared_idempotent_read_is_retried_after_a_timeout() -> None:
 def test_one_runs_timeout_never_kills_another_runs_write() -> None:
     """A read timing out while another run's write is in flight leaves the write to finish."""
     hostile = Hostile(tool("slow_read"), tool("slow_write"))
-    hostile.delays.update(slow_read=60, slow_write=1.0)
+    hostile.delays.update(slow_read=5, slow_write=1.0)
     record = _record(hostile, effects={"slow_read": "read"}, max_reconnects=0)
 
     async def both(tools: MCPToolset) -> tuple[Any, Any]:

@@ -505,7 +505,7 @@ def test_keyed_calls_take_no_room_among_the_remembered_requests() -> None:
 
 
 def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() -> None:
-    """A resumed call the policy denies ends failed, though its run still lists its request."""
+    """A resumed call the policy denies ends failed, and its run waits for no approval any more."""
     frozen: list[bool] = []
 
     def freeze(actor: Actor | None, spec: ToolSpec, arguments: Any) -> Decision:
@@ -525,7 +525,7 @@ def test_a_paused_call_the_policy_now_refuses_is_answered_refused_not_pending() 
         stored = await store.get(facts["run_id"])
         assert stored is not None
         assert stored.snapshot.result is not None
-        assert stored.snapshot.result.approval_requests  # the request it paused with stays
+        assert stored.snapshot.result.approval_requests == ()  # withdrawn with the call
         assert stored.snapshot.result.receipts == ()  # never performed
         return facts, answer
 

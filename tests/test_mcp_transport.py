@@ -10,6 +10,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,3 +225,23 @@ def test_the_run_deadline_cuts_a_call_short(ledger: Path) -> None:
         elapsed = time.monotonic() - started
     assert result.status is not RunStatus.COMPLETED
     assert elapsed < 15  # the server would have slept 30 s
+
+
+def test_closing_lets_a_stdio_servers_call_in_flight_finish(ledger: Path) -> None:
+    """close() during a write to a real stdio server waits for its answer, then ends the server."""
+    tools = MCPToolset(fixture_server(ledger)).start()
+    model = ScriptedModel([tool_call("slow_write", seconds=0.5), final("ok")])
+    agent = Agent(model, tools, policy=allow_writes("slow_write"))
+    results: list[Any] = []
+    writer = threading.Thread(target=lambda: results.append(agent.run_sync("w")), daemon=True)
+    writer.start()
+    deadline = time.monotonic() + 30
+    while not _ledger(ledger):
+        assert time.monotonic() < deadline, "the write never reached the server"
+        time.sleep(0.01)
+    tools.close()
+    writer.join(30)
+    (result,) = results
+    (receipt,) = result.receipts
+    assert (receipt.status, receipt.data) == ("ok", {"written": True}), receipt.message
+    assert [entry["state"] for entry in _ledger(ledger)] == ["started", "finished"]

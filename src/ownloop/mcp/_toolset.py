@@ -11,6 +11,7 @@ call through it. Use it as a context manager (``async with`` / ``with``) or call
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -81,19 +82,20 @@ class MCPToolset(ToolRegistry):
         if len(set(names)) != len(names):
             raise ConfigurationError(f"MCP server names must be distinct, got {names}")
         overrides = dict(effects or {})
-        self._connections = {
-            server.name: Connection(_with_overrides(server, overrides), self._changed(server.name))
-            for server in servers
-        }
+        self._records = [_with_overrides(server, overrides) for server in servers]
+        self._connections = self._new_connections()
         self._owned: dict[str, set[str]] = {name: set() for name in names}
         self._offered: dict[str, ToolSpec] = {}  # the strictest spec each tool ever had
-        self._refreshing: set[str] = set()
-        self._pending: set[str] = set()
-        self._portal_context: AbstractContextManager[BlockingPortal] | None = None
         self._portal: BlockingPortal | None = None
-        self._task_group: anyio.abc.TaskGroup | None = None
-        self._stop: anyio.Event | None = None
+        self._calls: set[concurrent.futures.Future[Any]] = set()  # sent and not yet ended
         self._mutation = threading.Lock()
+        # Set by start() before anything reads them, afresh for each start:
+        self._portal_context: AbstractContextManager[BlockingPortal]
+        self._task_group: anyio.abc.TaskGroup  # holds the sessions
+        self._listings: anyio.abc.TaskGroup  # holds the refreshes after change notices
+        self._stop: anyio.Event
+        self._refreshing: set[str]
+        self._pending: set[str]
         self.refresh_error: Exception | None = None
         """The error of the last refresh after a list change, if it failed (tools unchanged)."""
 
@@ -101,16 +103,21 @@ class MCPToolset(ToolRegistry):
     def start(self) -> Self:
         """Start or connect every server and register its tools (blocking; idempotent).
 
+        A toolset closed before starts afresh: new sessions, each with its whole reconnect
+        budget. A tool keeps the strictest effect it was ever offered with.
+
         Raises:
             ConfigurationError: A server could not be reached in time, or its tools cannot be
                 taken (a name collision, an invalid schema).
         """
         if self._portal is not None:
             return self
+        self._connections = self._new_connections()
+        self._refreshing, self._pending = set(), set()
         self._portal_context = start_blocking_portal()
         self._portal = self._portal_context.__enter__()
         try:
-            _, self._task_group = self._portal.start_task(self._supervise)
+            self._portal.start_task(self._supervise)
             self._portal.call(self._open_all)
         except BaseException:
             self.close()
@@ -118,15 +125,23 @@ class MCPToolset(ToolRegistry):
         return self
 
     def close(self) -> None:
-        """Stop every server started here and the background loop (idempotent)."""
-        portal, context = self._portal, self._portal_context
-        self._portal = self._portal_context = None
-        if portal is not None and context is not None:
-            for connection in self._connections.values():
-                portal.call(connection.close)
-            if self._stop is not None:
+        """Stop every server started here and the background loop (blocking; idempotent).
+
+        New calls are refused at once. Calls already made end first, each within its own
+        bounds (``startup_timeout_s`` to reconnect, then ``call_timeout_s`` or the run's
+        deadline); then every session is asked to end and given the longest
+        ``startup_timeout_s`` to do so (a stdio server sees its input close and exits), and
+        only what is left after that is cancelled.
+        """
+        portal = self._portal
+        self._portal = None
+        if portal is not None:
+            concurrent.futures.wait(self._calls.copy())
+            try:
+                portal.call(self._shut_down)
+            finally:  # whatever failed, the loop ends (within the sessions' grace)
                 portal.call(self._stop.set)
-            context.__exit__(None, None, None)
+                self._portal_context.__exit__(None, None, None)
         for connection in self._connections.values():
             connection.release()
 
@@ -168,12 +183,24 @@ class MCPToolset(ToolRegistry):
         await asyncio.to_thread(self.close)
 
     # ------------------------------------------------------------------ on the toolset's loop
-    async def _supervise(self, *, task_status: TaskStatus[anyio.abc.TaskGroup]) -> None:
+    async def _supervise(self, *, task_status: TaskStatus[None]) -> None:
         self._stop = anyio.Event()
-        async with anyio.create_task_group() as group:
-            task_status.started(group)
-            await self._stop.wait()
-            group.cancel_scope.cancel()
+        async with anyio.create_task_group() as sessions:
+            self._task_group = sessions
+            async with anyio.create_task_group() as listings:
+                self._listings = listings
+                task_status.started()
+                await self._stop.wait()
+                listings.cancel_scope.cancel()
+            if self._connections:  # each session was asked to end: give them time to
+                grace = max(c.options.startup_timeout_s for c in self._connections.values())
+                sessions.cancel_scope.deadline = anyio.current_time() + grace
+
+    async def _shut_down(self) -> None:
+        """Abandon the listings in flight, then ask every session to end."""
+        self._listings.cancel_scope.cancel()  # a listing must not reconnect a closed session
+        for connection in self._connections.values():
+            await connection.close()
 
     async def _open_all(self) -> None:
         """Start every server at once (start-ups are slow), then take their tools in order."""
@@ -181,7 +208,7 @@ class MCPToolset(ToolRegistry):
 
         async def open_one(connection: Connection) -> None:
             try:
-                await connection.open(self._group())
+                await connection.open(self._task_group)
             except ConfigurationError as error:
                 failures.append(error)
 
@@ -193,10 +220,10 @@ class MCPToolset(ToolRegistry):
         for connection in self._connections.values():
             await self._sync_tools(connection)
 
-    def _group(self) -> anyio.abc.TaskGroup:
-        group = self._task_group  # set by start() before any of its callers can run
-        assert group is not None
-        return group
+    def _new_connections(self) -> dict[str, Connection]:
+        return {
+            record.name: Connection(record, self._changed(record.name)) for record in self._records
+        }
 
     def _changed(self, server: str) -> Any:
         async def refresh() -> None:
@@ -205,7 +232,7 @@ class MCPToolset(ToolRegistry):
                 self._pending.add(server)
                 return
             self._refreshing.add(server)
-            self._group().start_soon(self._refresh_quietly, self._connections[server])
+            self._listings.start_soon(self._refresh_quietly, self._connections[server])
 
         return refresh
 
@@ -227,7 +254,7 @@ class MCPToolset(ToolRegistry):
     async def _sync_tools(self, connection: Connection) -> None:
         """Make the registry hold exactly the server's current tools."""
         options = connection.options
-        listed = await connection.list_tools(self._group())
+        listed = await connection.list_tools(self._task_group)
         wanted = [t for t in listed if options.tools is None or t.name in options.tools]
         built = [
             build_tool(
@@ -263,6 +290,8 @@ class MCPToolset(ToolRegistry):
                 arguments = {**arguments, str(key_argument): context.idempotency_key}
             portal = self._running_portal()
             future = portal.start_task_soon(self._call, connection, tool.name, arguments, context)
+            self._calls.add(future)  # close() lets it end first
+            future.add_done_callback(self._calls.discard)
             return await asyncio.wrap_future(future)
 
         return handler
@@ -270,7 +299,7 @@ class MCPToolset(ToolRegistry):
     async def _call(
         self, connection: Connection, name: str, arguments: dict[str, Any], context: ToolContext
     ) -> Any:
-        client = await connection.ensure(self._group())  # not sent yet: failures are transient
+        client = await connection.ensure(self._task_group)  # not sent yet: failures are transient
         timeout = connection.options.call_timeout_s
         left = context.seconds_left()
         if left is not None:
