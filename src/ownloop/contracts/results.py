@@ -106,7 +106,7 @@ class RunResult(Record, Generic[OutputT]):
         evidence: What tools returned that an answer may cite.
         receipts: The receipt of every tool execution.
         pending: Writes whose effect is unknown.
-        approval_requests: Requests waiting for a decision, when paused.
+        approval_requests: Requests waiting for a decision; empty unless the run is paused.
         approvals: Every approval decision applied in the run: the audit trail.
         versions: The versions that produced the run.
         resume: What `Agent.resume` needs to continue a paused run.

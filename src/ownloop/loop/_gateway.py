@@ -59,7 +59,6 @@ def admit(
     spec, call = validated.tool.spec, validated.call
     decision = config.policy.decide(state.actor, spec, validated.canonical)
     if isinstance(decision, Deny):
-        _withdraw(state, call.id)
         state.trace.emit(
             ToolDenied, call_id=call.id, tool=spec.name, reason=decision.reason, rule=decision.rule
         )
@@ -74,7 +73,6 @@ def admit(
         for precondition in config.preconditions:
             problem = precondition.problem(spec.name, context)
             if problem is not None:
-                _withdraw(state, call.id)
                 state.trace.emit(
                     ToolRejected,
                     call_id=call.id,
@@ -92,15 +90,6 @@ def admit(
         )
         return (yield from _approve(config, state, validated, reason, key))
     return True
-
-
-def _withdraw(state: RunState, call_id: str) -> None:
-    """Drop the request a refused call paused with: the run no longer waits for its decision.
-
-    A call paused for approval can be refused when the run resumes (a policy or a precondition
-    changed, with ``accept_changes=True``); its request must not outlive it in the result.
-    """
-    state.approval_requests = [r for r in state.approval_requests if r.call_id != call_id]
 
 
 def _tell(

@@ -439,7 +439,11 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[A
         evidence=tuple(state.evidence.values()),
         receipts=tuple(state.receipts),
         pending=tuple(state.pending),
-        approval_requests=tuple(state.approval_requests),
+        # Only a paused run waits for a decision: a finished one lists no request, whatever
+        # happened to the call that paused (denied on resume, a budget spent before it).
+        approval_requests=(
+            tuple(state.approval_requests) if ended.status is RunStatus.PAUSED else ()
+        ),
         approvals=tuple(state.decisions),
         versions=config.versions,
         resume=resume,
