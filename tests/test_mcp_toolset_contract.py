@@ -86,7 +86,7 @@ def test_close_lets_an_in_flight_write_finish_and_ends_every_session_cleanly() -
     writer.join(_BOUND_S)
     (result,) = results
     (receipt,) = result.receipts
-    assert (receipt.status, receipt.effect) == ("ok", "applied")
+    assert (receipt.status, receipt.effect) == ("ok", "applied"), receipt.message
     assert hostile.finished == ["slow_write"]
     assert hostile.cancelled == 0
     assert transport.exits == [None]  # the session left normally, not by a cancellation

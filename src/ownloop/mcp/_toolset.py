@@ -88,6 +88,9 @@ class MCPToolset(ToolRegistry):
         self._offered: dict[str, ToolSpec] = {}  # the strictest spec each tool ever had
         self._portal: BlockingPortal | None = None
         self._calls: set[concurrent.futures.Future[Any]] = set()  # sent and not yet ended
+        # Held while a call is started and recorded in _calls, and while close() takes the
+        # portal away and reads _calls: a call is either refused or waited for, never cut.
+        self._calling = threading.Lock()
         self._mutation = threading.Lock()
         # Set by start() before anything reads them, afresh for each start:
         self._portal_context: AbstractContextManager[BlockingPortal]
@@ -133,10 +136,11 @@ class MCPToolset(ToolRegistry):
         ``startup_timeout_s`` to do so (a stdio server sees its input close and exits), and
         only what is left after that is cancelled.
         """
-        portal = self._portal
-        self._portal = None
+        with self._calling:
+            portal, self._portal = self._portal, None
+            calls = self._calls.copy()
         if portal is not None:
-            concurrent.futures.wait(self._calls.copy())
+            concurrent.futures.wait(calls)
             try:
                 portal.call(self._shut_down)
             finally:  # whatever failed, the loop ends (within the sessions' grace)
@@ -288,9 +292,12 @@ class MCPToolset(ToolRegistry):
         async def handler(arguments: dict[str, Any], context: ToolContext) -> Any:
             if takes_key and context.idempotency_key is not None:
                 arguments = {**arguments, str(key_argument): context.idempotency_key}
-            portal = self._running_portal()
-            future = portal.start_task_soon(self._call, connection, tool.name, arguments, context)
-            self._calls.add(future)  # close() lets it end first
+            with self._calling:  # the call may reach the server before this thread goes on
+                portal = self._running_portal()
+                future = portal.start_task_soon(
+                    self._call, connection, tool.name, arguments, context
+                )
+                self._calls.add(future)  # close() lets it end first
             future.add_done_callback(self._calls.discard)
             return await asyncio.wrap_future(future)
 
