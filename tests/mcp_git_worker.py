@@ -20,7 +20,10 @@ from ownloop.store import SqliteRunStore
 from ownloop.testing import ScriptedModel, final, tool_call
 from tests.mcp_support import git_server
 
-LEASE_TTL_S = 1.0
+LEASE_TTL_S = 5.0
+"""Short, so the killed worker's test waits little; not shorter, because a lease the loop cannot
+renew in time (every third of it) is lost, which is what a 1 s lease risked on a loaded CI
+machine (the run failed there with a raised error)."""
 
 
 def make_agent(repo: Path, tools: MCPToolset, store: SqliteRunStore, *, resuming: bool) -> Agent:

@@ -27,6 +27,9 @@ def time_server(**options: object) -> StdioServer:
 def git_server(repo: Path, **options: object) -> StdioServer:
     """The unmodified ``mcp-server-git`` from PyPI, confined to ``repo`` (its hints trusted)."""
     options.setdefault("trust_annotations", True)
+    # The default 30 s is for a user's machine; the under-load gate starts this server (which
+    # imports GitPython) beside two busy processes and the suite's workers.
+    options.setdefault("startup_timeout_s", 120.0)
     return StdioServer(
         name="git",
         command=sys.executable,

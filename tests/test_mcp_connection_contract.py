@@ -55,7 +55,8 @@ class Cuttable:
         self.broken = False
         """Fail the next send with an OSError, as a network that went down for a moment."""
         self.hang_on_exit = False
-        """Never return from closing unless cancelled, as a server that ignores its end."""
+        """Do not return from closing while this is set (unless cancelled), as a server that
+        ignores its end; clearing it lets a closing that hangs finish."""
         self._stacks: dict[int, AsyncExitStack] = {}
         self._cuts: list[anyio.abc.ObjectSendStream[Any]] = []
 
@@ -96,8 +97,8 @@ class Cuttable:
     async def __aexit__(self, kind: object, *exc: object) -> None:
         self.exits.append(kind)
         try:
-            if self.hang_on_exit:
-                await anyio.sleep_forever()
+            while self.hang_on_exit:
+                await anyio.sleep(0.01)
         finally:
             await self._stacks.pop(anyio.get_current_task().id).aclose()
             self.closed += 1
@@ -199,7 +200,7 @@ def test_a_cut_write_is_unknown_the_next_call_reconnects_and_the_budget_ends_it(
 def test_a_timeout_names_its_bound_and_the_run_deadline_shortens_it() -> None:
     """A call waits call_timeout_s, or less when the run's deadline comes first."""
     hostile = Hostile(tool("slow"))
-    hostile.delays["slow"] = 60
+    hostile.delays["slow"] = 5  # far past the timeout; a mutant without one fails in seconds
     record = InProcessServer(
         name="h", server=hostile.server(), effects={"slow": "read"}, call_timeout_s=0.25
     )
@@ -209,7 +210,7 @@ def test_a_timeout_names_its_bound_and_the_run_deadline_shortens_it() -> None:
         "MCP call 'slow' failed after it was sent: MCP call 'slow' timed out after 0.25s; "
         "not sent again (the tool is not declared idempotent)"
     )
-    with MCPToolset(record.model_copy(update={"call_timeout_s": 60.0})) as tools:
+    with MCPToolset(record.model_copy(update={"call_timeout_s": 5.0})) as tools:
         slow = tools.get("slow")
         assert isinstance(slow, ExternalTool)
         deadline = datetime.now(UTC) + timedelta(seconds=0.5)
@@ -474,7 +475,7 @@ def test_a_listing_that_does_not_answer_in_time_is_a_tool_definition_error() -> 
 def test_a_timed_out_write_raises_its_unknown_effect_with_the_timeout_as_cause() -> None:
     """A write abandoned at its timeout raises ConnectionError from a TimeoutError naming it."""
     hostile = Hostile(tool("slow_write"))
-    hostile.delays["slow_write"] = 60
+    hostile.delays["slow_write"] = 5  # far past the timeout; a mutant without one fails soon
     record = InProcessServer(name="h", server=hostile.server(), call_timeout_s=0.2)
     with MCPToolset(record) as tools:
         slow = tools.get("slow_write")
@@ -605,7 +606,7 @@ def test_timeouts_and_answered_errors_keep_the_session_and_spend_no_reconnect() 
     """A timeout, a refusal, a server error and an is_error result all reuse the one session."""
     names = ("slow", "refuse", "fail", "oops", "look")
     hostile = Hostile(*(tool(name) for name in names))
-    hostile.delays["slow"] = 60
+    hostile.delays["slow"] = 5  # far past the timeout; a mutant without one fails in seconds
     hostile.errors.update(refuse=-32602, fail=-32603)
     hostile.results["oops"] = text_result("it broke").model_copy(update={"is_error": True})
     transport, record = _cuttable(
@@ -650,8 +651,8 @@ def test_a_dropped_session_slow_to_close_does_not_hold_up_the_reconnect() -> Non
         transport.hang_on_exit = True  # the lost session never finishes closing
         model = ScriptedModel([tool_call("cut"), tool_call("look"), final("ok")])
         result = Agent(model, tools).run_sync("r")
-        transport.hang_on_exit = False
         assert transport.closed == 0
+        transport.hang_on_exit = False  # so the toolset's close ends it without a wait to the bound
     assert [r.status for r in result.receipts] == ["error", "ok"]
     assert transport.opened == 2
     assert transport.closed == 2  # the toolset's close ended both
