@@ -18,8 +18,10 @@ from ownloop import (
     RunStatus,
     Sensitive,
     StopReason,
+    UnknownApprovalRequest,
 )
-from ownloop.policy import allow_writes, approval_digest
+from ownloop.policy import allow_writes, approval_digest, deny_all
+from ownloop.store import MemoryRunStore
 from ownloop.testing import FakeClock, FunctionModel, ScriptedModel, final, tool_call
 from ownloop.tools import ToolRegistry
 
@@ -232,6 +234,24 @@ def test_pause_time_does_not_count_against_the_deadline() -> None:
     assert done.status is RunStatus.COMPLETED
     resumed = next(event for event in done.trace if event.kind == "run_resumed")
     assert resumed.elapsed_s < 60
+
+
+def test_a_run_denied_on_resume_keeps_no_request_in_its_result_or_store() -> None:
+    """Resumed under a policy that now refuses the call, the failed run waits for nothing."""
+    executed = Counter[str]()
+    store = MemoryRunStore()
+    model = ScriptedModel([tool_call("refund", "c1", order_id="o-1", amount=5), final("done")])
+    paused = _agent(model, executed, store=store).run_sync("refund", actor=ALICE, run_id="r-1")
+    (request,) = paused.approval_requests
+    refusing = Agent(model, _registry(executed), policy=deny_all(), store=store)
+    failed = refusing.resume_sync(paused, approvals=[_yes(request)], accept_changes=True)
+    assert (failed.status, failed.stop_reason) == (RunStatus.FAILED, StopReason.TOOL_DENIED)
+    stored = asyncio.run(store.get("r-1"))
+    assert stored is not None
+    assert (failed.approval_requests, stored.snapshot.approval_requests) == ((), ())
+    with pytest.raises(UnknownApprovalRequest, match="run r-1 has finished"):
+        asyncio.run(store.submit_approval("r-1", _yes(request)))
+    assert executed == Counter()
 
 
 def test_only_paused_runs_resume() -> None:

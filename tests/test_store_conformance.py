@@ -548,6 +548,25 @@ def test_a_misaddressed_decision_lists_what_the_run_waits_for(store: RunStore, r
     assert run(store.submitted_approvals("run-1")) == []
 
 
+def test_a_finished_run_takes_no_decision_even_one_that_lists_a_request(
+    store: RunStore, run: Run
+) -> None:
+    """A finished run (stored by an older ownloop with its request kept) refuses any decision."""
+    request = ApprovalRequest(id="req-1", call_id="c1", tool="export", arguments={}, digest="dg")
+    failed = snapshot("run-1", state="finished", status=RunStatus.FAILED)
+    run(
+        store.save(
+            failed.model_copy(update={"approval_requests": (request,)}), expected_version=None
+        )
+    )
+    with pytest.raises(UnknownApprovalRequest) as ended:
+        run(store.submit_approval("run-1", _approval("req-1")))
+    assert str(ended.value) == (
+        "run run-1 has finished: it waits for no decision; nothing was stored"
+    )
+    assert run(store.submitted_approvals("run-1")) == []
+
+
 def test_a_repeated_decision_is_stored_once_after_decisions_for_other_requests(
     store: RunStore, run: Run
 ) -> None:

@@ -396,6 +396,12 @@ def _describe(error: BaseException) -> dict[str, Any]:
 
 
 def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[Any]:
+    if ended.status is not RunStatus.PAUSED:
+        # Only a paused run waits for a decision: a finished one keeps no request, whatever
+        # happened to the call that paused (denied on resume, a budget spent before it). The
+        # state records it once, so the result, the stored snapshot and every store's rule for
+        # submitted decisions read the same thing.
+        state.approval_requests = []
     if ended.breach is not None:
         breach = ended.breach
         state.trace.emit(
@@ -439,11 +445,7 @@ def _finish(config: LoopConfig, state: RunState, ended: RunEnded) -> RunResult[A
         evidence=tuple(state.evidence.values()),
         receipts=tuple(state.receipts),
         pending=tuple(state.pending),
-        # Only a paused run waits for a decision: a finished one lists no request, whatever
-        # happened to the call that paused (denied on resume, a budget spent before it).
-        approval_requests=(
-            tuple(state.approval_requests) if ended.status is RunStatus.PAUSED else ()
-        ),
+        approval_requests=tuple(state.approval_requests),
         approvals=tuple(state.decisions),
         versions=config.versions,
         resume=resume,

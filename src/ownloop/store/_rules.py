@@ -132,12 +132,16 @@ def check_submission(
 
     Raises:
         RunNotFound: If the run is not stored.
-        UnknownApprovalRequest: If the run does not wait for what the decision names (by request
-            id or digest), or another decision for that request is already stored, by its id or
-            by its digest (withdraw that first).
+        UnknownApprovalRequest: If the run has finished, or does not wait for what the
+            decision names (by request id or digest), or another decision for that request is
+            already stored, by its id or by its digest (withdraw that first).
     """
     if snapshot is None:
         raise RunNotFound(f"no run {run_id!r} is stored: there is nothing to approve")
+    if snapshot.state == "finished":  # it waits for nothing, whatever an older ownloop kept
+        raise UnknownApprovalRequest(
+            f"run {run_id} has finished: it waits for no decision; nothing was stored"
+        )
     named = decides(approval)
     decided = decided_requests(snapshot, approval)
     if named not in waiting_requests(snapshot) or (
